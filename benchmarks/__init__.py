@@ -1,0 +1,1 @@
+"""Speed and memory measurements (never timing assertions in tests): ``python -m benchmarks``."""

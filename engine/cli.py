@@ -1,0 +1,455 @@
+"""``studio-engine``: the headless command line (same entry as ``python -m engine``).
+
+Exit codes: 0 success; 1 the job failed; 2 usage, invalid parameters or an unreadable file;
+3 a reproduction ran and its claim did not hold; 130 cancelled. With ``--json`` stdout carries
+JSON only and human text goes to stderr. See CONTRACT.md, "The command line".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CLAIM, EXIT_CANCELLED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """Exit code 2: the message names the parameter or file."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UsageError as exc:
+        print(f"studio-engine: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_CANCELLED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="studio-engine", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    listing = sub.add_parser("list", help="the methods this engine can run")
+    _common(listing)
+    listing.set_defaults(handler=cmd_list)
+
+    run = sub.add_parser("run", help="run one method as a job in the workspace")
+    run.add_argument("method", help="method id, e.g. eos.train")
+    _job_options(run)
+    run.set_defaults(handler=cmd_run)
+
+    reproduce = sub.add_parser("reproduce", help="measure a paper's claim (<slug>.reproduce)")
+    reproduce.add_argument("slug", help="paper slug, e.g. eos")
+    reproduce.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), no verdict")
+    _job_options(reproduce)
+    reproduce.set_defaults(handler=cmd_reproduce)
+
+    runs = sub.add_parser("runs", help="list the workspace's runs")
+    _common(runs)
+    runs.add_argument("--method", help="only this method id or paper slug")
+    runs.add_argument("--state", help="only runs in this state")
+    runs.add_argument("--limit", type=int, help="at most this many (newest first)")
+    runs.set_defaults(handler=cmd_runs)
+
+    inspect = sub.add_parser("inspect", help="what a data file holds")
+    inspect.add_argument("file")
+    _common(inspect)
+    inspect.set_defaults(handler=cmd_inspect)
+
+    export = sub.add_parser("export", help="render a run's plot artifact to PNG, SVG or PDF")
+    export.add_argument("ref", help="run:<id>/<artifact> or a plot-spec .json file")
+    export.add_argument("output", help="file to write; its suffix picks the format")
+    _common(export)
+    export.set_defaults(handler=cmd_export)
+
+    serve = sub.add_parser("serve", help="serve the GUI over a private local socket")
+    _common(serve)
+    serve.add_argument("--socket", help="socket path (default: a fresh private directory)")
+    serve.add_argument("--token-fd", type=int, help="read the token from this inherited fd")
+    serve.add_argument("--workers", type=int, help="worker processes (default: cores - 1)")
+    serve.add_argument("--threads", type=int, help="torch threads per worker")
+    serve.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    serve.add_argument("--cancel-grace", type=float, default=5.0,
+                       help="seconds a cancelled job gets before its worker is killed")
+    serve.add_argument("--watch-parent", action="store_true",
+                       help="exit when the parent process dies")
+    serve.set_defaults(handler=cmd_serve)
+    return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+    parser.add_argument("--workspace", help="workspace folder (default: $STUDIO_WORKSPACE or "
+                        "the user data folder)")
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a parameter; VALUE is JSON-decoded when it parses, else a string")
+    parser.add_argument("--params", help="a JSON file of parameters (--set overrides it)")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=REF",
+                        help="an input: a path, run:<id>/<artifact> or dataset:<id>")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster", default="local", help="local, auto, HOST:PORT or "
+                        "ray://HOST:PORT")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+
+
+# -- list, runs, inspect, export ----------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from engine.registry import describe_all
+
+    methods = describe_all()
+    if args.json:
+        _print_json(methods)
+    else:
+        for method in methods:
+            print(f"{method['id']:<28} {method['title']}")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    workspace = _workspace(args)
+    records = workspace.runs(args.method, args.state, args.limit)
+    if args.json:
+        _print_json(records)
+    else:
+        for run in records:
+            reason = f"  ({run['reason']})" if run["reason"] else ""
+            print(f"{run['id']}  {run['method']:<24} {run['state']:<10}{reason}")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from engine.io import FormatError, inspect_file
+
+    try:
+        report = inspect_file(args.file)
+    except FormatError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _print_json(report)
+    else:
+        print(f"{report['path']}: {report['format']}")
+        for key, value in report["summary"].items():
+            print(f"  {key}: {value}")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from engine.plots import export_figure
+
+    ref = args.ref
+    provenance: dict[str, Any] = {}
+    if ref.startswith("run:"):
+        workspace = _workspace(args)
+        try:
+            path = workspace.resolve_ref(ref)
+            run = workspace.run(ref[4:].partition("/")[0])
+        except KeyError as exc:
+            raise UsageError(exc.args[0]) from None
+        provenance = {"run_id": run["id"], "method": run["method"], "params": run["params"],
+                      "seed": run["seed"], "code_version": _code_version()}
+    else:
+        path = Path(ref)
+    try:
+        spec = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable plot spec ({exc})") from None
+    if not isinstance(spec, dict) or spec.get("kind") != "plot":
+        raise UsageError(f"{path}: not a plot spec (no \"kind\": \"plot\")")
+    try:
+        written = export_figure(spec, args.output, provenance)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _print_json({"path": str(written)})
+    else:
+        print(written)
+    return EXIT_OK
+
+
+# -- run and reproduce ------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    params = _collect_params(args)
+    outcome = _run_job(args, args.method, params)
+    return outcome["exit"]
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    params = _collect_params(args)
+    if args.smoke:
+        params["smoke"] = True
+    outcome = _run_job(args, f"{args.slug}.reproduce", params, quiet_result=True)
+    claim = (outcome.get("outputs") or {}).get("claim")
+    if outcome["state"] != "succeeded" or claim is None:
+        return outcome["exit"]
+    if args.json:
+        _print_json({**claim, "run_id": outcome["run_id"], "run_dir": outcome["run_dir"]})
+    else:
+        print(format_claim(claim))
+    if not claim.get("passed") and not claim.get("smoke"):
+        return EXIT_CLAIM
+    return EXIT_OK
+
+
+def format_claim(claim: dict) -> str:
+    verdict = "PASS" if claim["passed"] else "FAIL"
+    lines = [f"{claim['paper']}: {claim['statement']}",
+             f"{'criterion':<44} {'measured':>12} {'target':>12}  verdict  paper"]
+    for c in claim["criteria"]:
+        mark = "PASS" if c["passed"] else "FAIL"
+        target = f"{c['op']} {_fmt(c['target'])}"
+        lines.append(f"{c['name'][:44]:<44} {_fmt(c['measured']):>12} {target:>12}  {mark:<7}  "
+                     f"{c.get('paper', '')}")
+    mode = " (smoke: sizes too small for a verdict)" if claim.get("smoke") else ""
+    lines.append(f"claim {verdict}{mode}; seeds {claim['seeds']}; {claim['wall_s']:.1f} s")
+    if claim.get("notes"):
+        lines.append(claim["notes"])
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _collect_params(args: argparse.Namespace) -> dict:
+    params: dict[str, Any] = {}
+    if args.params:
+        try:
+            params = json.loads(Path(args.params).read_text())
+        except OSError as exc:
+            raise UsageError(f"{args.params}: cannot read ({exc.strerror})") from None
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{args.params}: not valid JSON ({exc})") from None
+        if not isinstance(params, dict):
+            raise UsageError(f"{args.params}: parameters must be a JSON object")
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {item!r}: expected KEY=VALUE")
+        try:
+            params[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key] = raw
+    return params
+
+
+def _parse_inputs(items: list[str]) -> dict[str, str]:
+    inputs = {}
+    for item in items:
+        name, sep, ref = item.partition("=")
+        if not sep or not name or not ref:
+            raise UsageError(f"--input {item!r}: expected NAME=REF")
+        inputs[name] = ref
+    return inputs
+
+
+def _run_job(args: argparse.Namespace, method: str, params: dict,
+             quiet_result: bool = False) -> dict:
+    from engine.executors import ClusterUnavailable, make_executor
+    from engine.jobs import InvalidSubmission, JobManager
+    from engine.registry import UnknownMethod
+
+    workspace = _workspace(args)
+    try:
+        executor = make_executor(args.cluster, workers=1,
+                                 threads_per_worker=args.threads or os.cpu_count() or 1)
+    except ClusterUnavailable as exc:
+        raise UsageError(str(exc)) from None
+    printer = _EventPrinter(json_mode=args.json and not quiet_result, quiet_result=quiet_result)
+
+    async def go() -> dict:
+        done = asyncio.Event()
+        outcome: dict[str, Any] = {}
+
+        def publish(message: dict) -> None:
+            printer.show(message)
+            if message["type"] == "job_result":
+                outcome["outputs"] = message["content"]["outputs"]
+            if message["type"] == "job_state" and message["content"]["state"] in (
+                    "succeeded", "failed", "cancelled"):
+                outcome["state"] = message["content"]["state"]
+                outcome["reason"] = message["content"].get("reason", "")
+                done.set()
+
+        manager = JobManager(workspace, executor, publish, device=args.device)
+        try:
+            job_id = manager.submit(method, params, _parse_inputs(args.input), args.seed)
+        except (UnknownMethod, InvalidSubmission) as exc:
+            raise UsageError(str(exc).strip("'\"")) from None
+        await executor.start()
+        interrupts = 0
+
+        def on_interrupt() -> None:
+            nonlocal interrupts
+            interrupts += 1
+            hard = interrupts > 1
+            print("\ncancelling" + (" (hard)" if hard else "; Ctrl-C again to kill"),
+                  file=sys.stderr)
+            manager.cancel(job_id, hard=hard)
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, on_interrupt)
+        loop.add_signal_handler(signal.SIGTERM, on_interrupt)
+        try:
+            await done.wait()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
+            await executor.stop()
+        outcome["run_id"] = job_id
+        outcome["run_dir"] = str(workspace.run_dir(job_id))
+        return outcome
+
+    outcome = asyncio.run(go())
+    printer.finish(outcome)
+    outcome["exit"] = {"succeeded": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(
+        outcome["state"], EXIT_FAILED)
+    return outcome
+
+
+class _EventPrinter:
+    """JSON lines on stdout with --json; a progress bar and log lines on a terminal otherwise."""
+
+    def __init__(self, json_mode: bool, quiet_result: bool) -> None:
+        self.json_mode = json_mode
+        self.quiet_result = quiet_result
+        self.tty = sys.stderr.isatty()
+        self.bar_shown = False
+
+    def show(self, message: dict) -> None:
+        kind, content = message["type"], message["content"]
+        if self.json_mode:
+            _print_json({"type": kind, "job": message["job"], "seq": message["seq"], **content},
+                        compact=True)
+            return
+        if kind == "job_progress":
+            self._bar(content)
+        elif kind == "job_log":
+            self._clear_bar()
+            for line in content.get("lines", []):
+                print(line, file=sys.stderr)
+        elif kind == "job_state":
+            self._clear_bar()
+            reason = f": {content['reason']}" if content.get("reason") else ""
+            print(f"[{message['job']}] {content['state']}{reason}", file=sys.stderr)
+        elif kind == "job_artifact":
+            self._clear_bar()
+            print(f"  artifact {content['name']} ({content['kind']}): {content['path']}",
+                  file=sys.stderr)
+
+    def _bar(self, content: dict) -> None:
+        if not self.tty:
+            return
+        step, total = content.get("step", 0), content.get("total") or 0
+        metrics = " ".join(f"{k}={_fmt(v)}" for k, v in list(content["metrics"].items())[:4])
+        if total:
+            filled = int(30 * min(step, total) / total)
+            line = f"[{'#' * filled}{'.' * (30 - filled)}] {step}/{total} {metrics}"
+        else:
+            line = f"step {step} {metrics}"
+        sys.stderr.write("\r" + line[:120].ljust(120))
+        sys.stderr.flush()
+        self.bar_shown = True
+
+    def _clear_bar(self) -> None:
+        if self.bar_shown:
+            sys.stderr.write("\r" + " " * 120 + "\r")
+            self.bar_shown = False
+
+    def finish(self, outcome: dict) -> None:
+        self._clear_bar()
+        result = {"type": "result", "run_id": outcome["run_id"], "run_dir": outcome["run_dir"],
+                  "state": outcome["state"], "reason": outcome.get("reason", ""),
+                  "outputs": outcome.get("outputs", {})}
+        if self.json_mode:
+            if not self.quiet_result:
+                _print_json(result, compact=True)
+        else:
+            print(f"run {outcome['run_id']}: {outcome['state']}  ({outcome['run_dir']})",
+                  file=sys.stderr)
+            if outcome.get("outputs") and not self.quiet_result:
+                print(json.dumps(outcome["outputs"], indent=2))
+
+
+# -- serve ---------------------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from engine.executors import LocalExecutor
+    from engine.protocol import private_socket_path
+    from engine.server import EngineServer
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s engine %(levelname)s %(message)s")
+    token = _read_token(args.token_fd)
+    socket_path = args.socket or private_socket_path()
+    executor = LocalExecutor(workers=args.workers, threads_per_worker=args.threads,
+                             cancel_grace_s=args.cancel_grace, warm=True)
+    server = EngineServer(_workspace(args), executor, token, socket_path, device=args.device,
+                          watch_parent=args.watch_parent)
+
+    def announce(path: str) -> None:
+        sys.stdout.write(json.dumps({"type": "listening", "socket": path,
+                                     "pid": os.getpid()}) + "\n")
+        sys.stdout.flush()
+
+    asyncio.run(server.serve(on_listening=announce))
+    return EXIT_OK
+
+
+def _read_token(fd: int | None) -> str:
+    if fd is not None:
+        with os.fdopen(fd, "rb") as pipe:
+            token = pipe.read().decode().strip()
+    else:
+        token = os.environ.pop("STUDIO_ENGINE_TOKEN", "")
+    if len(token) < 16:
+        raise UsageError("serve needs a token of at least 16 characters, from --token-fd or "
+                         "$STUDIO_ENGINE_TOKEN")
+    return token
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _workspace(args: argparse.Namespace):
+    from engine.workspace import Workspace
+
+    try:
+        return Workspace(args.workspace)
+    except OSError as exc:
+        raise UsageError(f"workspace {args.workspace}: {exc.strerror}") from None
+
+
+def _code_version() -> str:
+    from engine import __version__
+
+    return __version__
+
+
+def _print_json(obj: Any, compact: bool = False) -> None:
+    from engine.atomic import to_jsonable
+
+    text = json.dumps(to_jsonable(obj), separators=(",", ":") if compact else None,
+                      indent=None if compact else 2)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""JobContext: everything a method may do while it runs, whichever executor runs it.
+
+The context writes files only under its ``output_dir`` and reports through ``emit``; it never
+sees the workspace, so the same method runs in a local worker or on a Ray node.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.atomic import append_jsonl, to_jsonable, write_atomic, write_json_atomic
+
+PROGRESS_INTERVAL_S = 1 / 30  # at most ~30 progress updates a second reach clients
+LOG_FLUSH_INTERVAL_S = 1 / 30
+
+
+class Cancelled(Exception):
+    """Raised by ``check_cancelled`` when the user cancelled the job."""
+
+
+class JobContext:
+    """Handed to ``run(ctx, params, inputs)``; see CONTRACT.md, "The method interface"."""
+
+    def __init__(
+        self,
+        job_id: str,
+        output_dir: str | os.PathLike,
+        emit: Callable[[dict], None],
+        seed: int = 0,
+        device: str = "cpu",
+        cache_root: str | os.PathLike | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.output_dir = Path(output_dir)
+        self.seed = seed
+        self.device = device
+        self._emit = emit
+        self._cache_root = Path(cache_root) if cache_root else self.output_dir / "cache"
+        self._cancel = threading.Event()
+        self._last_progress_s = 0.0
+        self._pending_progress: dict | None = None
+        self._log_lines: list[str] = []
+        self._last_log_s = 0.0
+        self._metrics_path = self.output_dir / "metrics.jsonl"
+        (self.output_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+
+    # -- cancellation --------------------------------------------------------------------
+    def request_cancel(self) -> None:
+        self._cancel.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    def check_cancelled(self) -> None:
+        """Call often in loops: raises ``Cancelled`` once the user asked to stop."""
+        if self._cancel.is_set():
+            raise Cancelled("cancelled by the user")
+
+    # -- progress, metrics, logs ---------------------------------------------------------
+    def progress(self, step: int, total: int | None = None, **metrics: float) -> None:
+        """Record one step. Every call lands in metrics.jsonl; clients get ~30 a second."""
+        metrics = {k: _plain_number(v) for k, v in metrics.items()}
+        if metrics:
+            append_jsonl(self._metrics_path, {"step": step, "t": time.time(), **metrics})
+        event = {"type": "job_progress", "step": step, "total": total, "metrics": metrics}
+        now = time.monotonic()
+        if now - self._last_progress_s >= PROGRESS_INTERVAL_S or (total and step >= total):
+            self._pending_progress = None
+            self._last_progress_s = now
+            self._emit(event)
+        else:
+            self._pending_progress = event
+
+    def log(self, message: str) -> None:
+        """A line in the run's log; batched so a chatty method cannot flood the client."""
+        self._log_lines.append(str(message))
+        now = time.monotonic()
+        if now - self._last_log_s >= LOG_FLUSH_INTERVAL_S:
+            self._flush_log(now)
+
+    def flush(self) -> None:
+        """Send what coalescing held back; the worker calls it when the method returns."""
+        if self._pending_progress is not None:
+            self._emit(self._pending_progress)
+            self._pending_progress = None
+        self._flush_log(time.monotonic())
+
+    def _flush_log(self, now: float) -> None:
+        if self._log_lines:
+            lines, self._log_lines = self._log_lines, []
+            self._last_log_s = now
+            self._emit({"type": "job_log", "lines": lines})
+
+    # -- artifacts -----------------------------------------------------------------------
+    def save_artifact(self, name: str, value: Any, kind: str | None = None, **meta: Any) -> str:
+        """Save an array (.npy), a plot spec, a table or JSON under ``artifacts/``.
+
+        ``kind`` is inferred: numpy arrays -> "array"; dicts made by ``engine.plots`` -> "plot";
+        ``{"columns": [...], "rows": [...]}`` -> "table"; anything else JSON -> "json".
+        Returns the path relative to the run folder, which is how outputs refer to it.
+        """
+        kind = kind or _infer_kind(value)
+        self.flush()
+        if kind == "array":
+            relative = f"artifacts/{name}.npy"
+            if hasattr(value, "detach"):
+                value = value.detach().cpu().numpy()
+            array = np.asarray(value)
+            write_atomic(self.output_dir / relative, lambda handle: np.save(handle, array))
+            meta = {"shape": list(array.shape), "dtype": str(array.dtype), **meta}
+        else:
+            relative = f"artifacts/{name}.json"
+            write_json_atomic(self.output_dir / relative, to_jsonable(value))
+        self._emit({"type": "job_artifact", "name": name, "kind": kind, "path": relative,
+                    "meta": to_jsonable(meta)})
+        return relative
+
+    def save_checkpoint(self, name: str, tensors: Any, cfg: dict) -> str:
+        """safetensors + cfg.json under ``checkpoints/<name>/``; ``tensors`` is a module or dict."""
+        from safetensors.torch import save as save_tensors
+
+        state = tensors.state_dict() if hasattr(tensors, "state_dict") else dict(tensors)
+        state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+        relative = f"checkpoints/{name}"
+        folder = self.output_dir / relative
+        payload = save_tensors(state)
+        write_atomic(folder / "model.safetensors", lambda handle: handle.write(payload))
+        write_json_atomic(folder / "cfg.json", to_jsonable(cfg))
+        self._emit({"type": "job_artifact", "name": name, "kind": "checkpoint", "path": relative,
+                    "meta": {"tensors": len(state)}})
+        return relative
+
+    # -- cache for pretrained bases ------------------------------------------------------
+    def cache_dir(self, config: dict) -> Path:
+        """A folder shared by all runs with the same config (pretrained bases, datasets)."""
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+        path = self._cache_root / digest.hexdigest()[:16]
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def _plain_number(value: Any) -> float:
+    return float(value.item() if hasattr(value, "item") else value)
+
+
+def _infer_kind(value: Any) -> str:
+    if isinstance(value, np.ndarray) or type(value).__name__ == "Tensor":
+        return "array"
+    if isinstance(value, dict):
+        if value.get("kind") == "plot":
+            return "plot"
+        if "columns" in value and "rows" in value:
+            return "table"
+    return "json"

@@ -1,0 +1,127 @@
+"""Arrays: NumPy ``.npy``/``.npz`` (never unpickled) and ``.safetensors`` (read without torch)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from engine.io import Format, FormatError, extension_of
+
+NPY_MAGIC = b"\x93NUMPY"
+SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024
+
+
+def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
+    """Memory-mapped by default, so a large array opens without being loaded."""
+    path = Path(path)
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except ValueError as exc:
+        if "pickle" in str(exc).lower():
+            raise FormatError(path, "holds Python objects (pickled); Studio refuses to "
+                                    "unpickle files — save plain numeric arrays") from None
+        raise FormatError(path, f"not a readable .npy array ({exc})") from None
+    except (OSError, EOFError) as exc:
+        raise FormatError(path, f"truncated or damaged .npy file ({exc})") from None
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except ValueError as exc:
+        raise FormatError(path, f"holds objects Studio will not unpickle ({exc})") from None
+    except Exception as exc:
+        raise FormatError(path, f"not a readable .npz archive ({exc})") from None
+
+
+def safetensors_header(path: str | Path) -> dict:
+    """The JSON header (names, dtypes, shapes, offsets), checked against the file size."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        raw = handle.read(8)
+        if len(raw) < 8:
+            raise FormatError(path, "truncated safetensors file (no header length)")
+        (length,) = struct.unpack("<Q", raw)
+        if length > min(SAFETENSORS_MAX_HEADER, size - 8):
+            raise FormatError(path, f"safetensors header of {length} bytes does not fit in a "
+                                    f"file of {size} bytes (truncated or not safetensors)")
+        try:
+            header = json.loads(handle.read(length))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"damaged safetensors header ({exc})") from None
+    if not isinstance(header, dict):
+        raise FormatError(path, "safetensors header is not a JSON object")
+    data_size = size - 8 - length
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, end = entry["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            raise FormatError(path, f"tensor {name!r} has no valid data_offsets") from None
+        if not 0 <= start <= end <= data_size:
+            raise FormatError(path, f"tensor {name!r} lies past the end of the file "
+                                    "(truncated)")
+    return header
+
+
+def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    safetensors_header(path)
+    try:
+        return load_file(str(path))
+    except Exception as exc:
+        raise FormatError(path, f"cannot load tensors ({exc})") from None
+
+
+def _sniff_npy(path: Path, head: bytes) -> int:
+    if head.startswith(NPY_MAGIC):
+        return 2
+    return 1 if extension_of(path) == ".npy" else 0
+
+
+def _sniff_npz(path: Path, head: bytes) -> int:
+    return 2 if extension_of(path) == ".npz" and head.startswith(b"PK") else 0
+
+
+def _sniff_safetensors(path: Path, head: bytes) -> int:
+    if len(head) >= 9 and head[8:9] == b"{":
+        return 2
+    return 1 if extension_of(path) == ".safetensors" else 0
+
+
+def _inspect_npy(path: Path) -> dict:
+    array = read_npy(path)
+    return {"summary": {"shape": list(array.shape), "dtype": str(array.dtype)},
+            "metadata": {"fortran_order": bool(array.flags.f_contiguous and array.ndim > 1)}}
+
+
+def _inspect_npz(path: Path) -> dict:
+    arrays = read_npz(path)
+    return {"summary": {"arrays": len(arrays)},
+            "metadata": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
+                         for k, v in arrays.items()}}
+
+
+def _inspect_safetensors(path: Path) -> dict:
+    header = safetensors_header(path)
+    tensors = {k: {"shape": v["shape"], "dtype": v["dtype"]}
+               for k, v in header.items() if k != "__metadata__"}
+    return {"summary": {"tensors": len(tensors),
+                        "parameters": int(sum(np.prod(t["shape"]) for t in tensors.values()))},
+            "metadata": {"tensors": tensors, "metadata": header.get("__metadata__", {})}}
+
+
+FORMATS = [
+    Format("npy", "NumPy array", (".npy",), _sniff_npy, _inspect_npy, kinds=("array",)),
+    Format("npz", "NumPy archive", (".npz",), _sniff_npz, _inspect_npz, kinds=("array",)),
+    Format("safetensors", "safetensors tensors", (".safetensors",), _sniff_safetensors,
+           _inspect_safetensors, kinds=("array", "checkpoint")),
+]

@@ -1,0 +1,76 @@
+"""Tables: CSV/TSV, Parquet and JSON Lines, read into pyarrow tables (no pandas needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.io import Format, FormatError, by_extension, extension_of
+
+PARQUET_MAGIC = b"PAR1"
+
+
+def read_table(path: str | Path):
+    """A ``pyarrow.Table``; ``FormatError`` names the file, and the line where one is known."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    ext = extension_of(path)
+    try:
+        if ext == ".parquet":
+            return pq.read_table(path)
+        if ext in (".jsonl", ".ndjson"):
+            return pa.Table.from_pylist(read_jsonl_records(path))
+        delimiter = "\t" if ext in (".tsv", ".tab") else ","
+        return pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter))
+    except FormatError:
+        raise
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
+        raise FormatError(path, f"not a readable table ({exc})") from None
+
+
+def read_jsonl_records(path: Path) -> list[dict]:
+    records = []
+    with open(path, encoding="utf-8", errors="strict") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise FormatError(path, f"line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise FormatError(path, f"line {number}: expected a JSON object")
+            records.append(record)
+    return records
+
+
+def _sniff_parquet(path: Path, head: bytes) -> int:
+    return 2 if head.startswith(PARQUET_MAGIC) else 0
+
+
+def _sniff_jsonl(path: Path, head: bytes) -> int:
+    if extension_of(path) not in (".jsonl", ".ndjson"):
+        return 0
+    return 2 if head.lstrip().startswith(b"{") else 1
+
+
+def _inspect_table(path: Path) -> dict:
+    try:
+        table = read_table(path)
+    except UnicodeDecodeError:
+        raise FormatError(path, "not text (binary content in a text table)") from None
+    return {"summary": {"rows": table.num_rows, "columns": table.num_columns},
+            "metadata": {"schema": {f.name: str(f.type) for f in table.schema}}}
+
+
+FORMATS = [
+    Format("csv", "CSV/TSV table", (".csv", ".tsv", ".tab"),
+           by_extension(".csv", ".tsv", ".tab"), _inspect_table, kinds=("table",)),
+    Format("parquet", "Parquet table", (".parquet",), _sniff_parquet, _inspect_table,
+           kinds=("table",)),
+    Format("jsonl", "JSON Lines table", (".jsonl", ".ndjson"), _sniff_jsonl, _inspect_table,
+           kinds=("table",)),
+]

@@ -1,0 +1,1 @@
+"""One module per paper (``<slug>.py``) plus helper methods; registered via ``studio.methods``."""

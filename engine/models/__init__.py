@@ -1,0 +1,1 @@
+"""One readable file per model (config dataclass + module), nanoGPT style. Imports torch."""

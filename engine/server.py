@@ -1,0 +1,179 @@
+"""``studio-engine serve``: the engine process the GUI talks to over a private Unix socket.
+
+Security: the socket lives in a fresh 0700 directory and is itself 0600; a client must open
+with ``hello`` carrying the token (handed over by environment or an inherited pipe, never the
+command line) within ``HELLO_TIMEOUT_S``. Clients without it, and any malformed or oversized
+frame, lose their connection; the engine and other clients carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import signal
+import traceback
+import uuid
+
+from engine import __version__, protocol
+from engine.executors.base import Executor
+from engine.jobs import InvalidSubmission, JobManager
+from engine.registry import UnknownMethod, describe_all, methods_hash
+from engine.workspace import Workspace
+
+log = logging.getLogger("studio.engine")
+
+HELLO_TIMEOUT_S = 5.0
+PARENT_POLL_S = 1.0
+MAX_CLIENT_BACKLOG_BYTES = 64 * 1024 * 1024
+
+
+class _Client:
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.session = uuid.uuid4().hex[:12]
+
+    def send(self, message: dict) -> None:
+        """Queue a frame; a client that stops reading is disconnected, not waited for."""
+        if self.writer.is_closing():
+            return
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() > MAX_CLIENT_BACKLOG_BYTES:
+            log.warning("client %s is not reading; disconnecting it", self.session)
+            self.writer.close()
+            return
+        self.writer.write(protocol.encode(message))
+
+
+class EngineServer:
+    def __init__(self, workspace: Workspace, executor: Executor, token: str, socket_path: str,
+                 device: str = "auto", watch_parent: bool = False) -> None:
+        self.workspace = workspace
+        self.executor = executor
+        self.token = token
+        self.socket_path = socket_path
+        self.watch_parent = watch_parent
+        self.clients: set[_Client] = set()
+        self.jobs = JobManager(workspace, executor, self._broadcast, device=device)
+        self._stopped = asyncio.Event()
+
+    def _broadcast(self, message: dict) -> None:
+        for client in list(self.clients):
+            client.send(message)
+
+    async def serve(self, on_listening=None) -> None:
+        orphans = self.workspace.fail_orphans("engine died")
+        if orphans:
+            log.info("marked %d run(s) of a dead engine as failed", len(orphans))
+        await self.executor.start()
+        old_umask = os.umask(0o177)
+        try:
+            server = await asyncio.start_unix_server(
+                self._handle, path=self.socket_path, limit=protocol.MAX_FRAME_BYTES + 16)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.socket_path, 0o600)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopped.set)
+        watcher = asyncio.create_task(self._watch_parent()) if self.watch_parent else None
+        if on_listening:
+            on_listening(self.socket_path)
+        async with server:
+            await self._stopped.wait()
+        if watcher:
+            watcher.cancel()
+        self.jobs.fail_all("engine shut down")
+        await self.executor.stop()
+        with contextlib.suppress(OSError):
+            os.unlink(self.socket_path)
+            os.rmdir(os.path.dirname(self.socket_path))
+
+    async def _watch_parent(self) -> None:
+        """Exit when the process that started us (the GUI) is gone: nothing is orphaned."""
+        parent = os.getppid()
+        while True:
+            await asyncio.sleep(PARENT_POLL_S)
+            if os.getppid() != parent:
+                log.warning("parent process %d is gone; shutting down", parent)
+                self._stopped.set()
+                return
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        client = _Client(writer)
+        try:
+            hello = await asyncio.wait_for(protocol.read_message(reader), HELLO_TIMEOUT_S)
+            token = str(hello["content"].get("token", ""))
+            if hello["type"] != protocol.HELLO or not hmac.compare_digest(token, self.token):
+                client.send(protocol.envelope(protocol.ERROR, protocol.error_content(
+                    "unauthorized", "a valid token is required"), parent=hello.get("id")))
+                return
+            client.send(protocol.envelope(protocol.WELCOME, self._welcome(), parent=hello.get("id"),
+                                          session=client.session))
+            self.clients.add(client)
+            while True:
+                message = await protocol.read_message(reader)
+                await self._dispatch(client, message)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.TimeoutError):
+            pass
+        except protocol.ProtocolError as exc:
+            log.warning("dropping client %s: %s", client.session, exc)
+        finally:
+            self.clients.discard(client)
+            with contextlib.suppress(Exception):
+                await writer.drain()
+            writer.close()
+
+    def _welcome(self) -> dict:
+        return {"protocol": protocol.PROTOCOL_VERSION, "engine": __version__,
+                "devices": self.executor.devices, "executor": self.executor.describe(),
+                "methods_hash": methods_hash(), "workspace": str(self.workspace.root),
+                "pid": os.getpid()}
+
+    async def _dispatch(self, client: _Client, message: dict) -> None:
+        kind, content, request_id = message["type"], message["content"], message.get("id")
+
+        def reply(type_: str, body: dict, job: str | None = None) -> None:
+            client.send(protocol.envelope(type_, body, parent=request_id, job=job,
+                                          session=client.session))
+
+        try:
+            if kind == protocol.PING:
+                reply(protocol.PONG, {"active_jobs": self.jobs.active()})
+            elif kind == protocol.LIST_METHODS:
+                reply(protocol.METHODS, {"methods": describe_all(), "hash": methods_hash()})
+            elif kind == protocol.SUBMIT_JOB:
+                job_id = self.jobs.submit(content["method"], content.get("params"),
+                                          content.get("inputs"), content.get("seed"))
+                reply(protocol.JOB_ACCEPTED, {"run_dir": str(self.workspace.run_dir(job_id))},
+                      job=job_id)
+            elif kind == protocol.CANCEL_JOB:
+                found = self.jobs.cancel(str(message.get("job") or content.get("job")),
+                                         hard=bool(content.get("hard")))
+                reply(protocol.REPLY, {"cancelling": found})
+            elif kind == protocol.LIST_RUNS:
+                reply(protocol.RUNS, {"runs": self.workspace.runs(
+                    content.get("method"), content.get("state"), content.get("limit"))})
+            elif kind == protocol.REQUEST:
+                asyncio.create_task(self._serve_request(reply, content))
+            elif kind == protocol.SHUTDOWN:
+                reply(protocol.REPLY, {"shutting_down": True})
+                self._stopped.set()
+            # unknown types are ignored (forward compatibility)
+        except (UnknownMethod, InvalidSubmission, KeyError, TypeError, ValueError) as exc:
+            reply(protocol.ERROR, protocol.error_content(type(exc).__name__, str(exc).strip("'\"")))
+        except Exception as exc:  # the engine answers, it does not die
+            log.exception("error handling %s", kind)
+            reply(protocol.ERROR, protocol.error_content(type(exc).__name__, str(exc),
+                                                         traceback.format_exc()))
+
+    async def _serve_request(self, reply, content: dict) -> None:
+        try:
+            result = await self.executor.request(str(content["name"]), content.get("args", {}))
+            reply(protocol.REPLY, result)
+        except Exception as exc:
+            error = getattr(exc, "error", None) or {"type": type(exc).__name__,
+                                                     "message": str(exc), "traceback": ""}
+            reply(protocol.ERROR, {"error": error})

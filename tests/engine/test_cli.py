@@ -1,0 +1,188 @@
+"""Every subcommand and exit code of ``studio-engine``, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from engine.workspace import Workspace
+
+
+def cli(*args, workspace=None, timeout=120, **kwargs) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "engine", *args]
+    if workspace is not None:
+        command += ["--workspace", str(workspace)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_list_json_describes_every_method():
+    out = cli("list", "--json")
+    assert out.returncode == 0, out.stderr
+    methods = json.loads(out.stdout)
+    keys = {"id", "paper", "title", "panel", "params_schema", "inputs", "outputs", "resources"}
+    assert all(keys <= set(m) for m in methods)
+    ids = {m["id"] for m in methods}
+    assert {"diag.echo", "eos.train", "eos.reproduce"} <= ids
+    assert cli("list").stdout.count("\n") == len(methods)
+
+
+def test_run_json_streams_events_and_ends_with_result(tmp_path):
+    out = cli("run", "diag.count", "--set", "steps=5", "--set", "delay_s=0", "--seed", "3",
+              "--json", workspace=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = json_lines(out.stdout)
+    assert lines[0]["type"] == "job_state" and lines[0]["state"] == "queued"
+    result = lines[-1]
+    assert result["type"] == "result" and result["state"] == "succeeded"
+    assert set(result) >= {"run_id", "run_dir", "state", "outputs"}
+    run_dir = tmp_path / "runs" / result["run_id"]
+    assert np.load(run_dir / result["outputs"]["values"]).shape == (5,)
+    params = json.loads((run_dir / "params.json").read_text())
+    assert params["seed"] == 3 and params["params"] == {"steps": 5, "delay_s": 0.0}
+    assert params["packages"]["numpy"]
+
+
+def test_params_file_and_set_override(tmp_path):
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"message": "from file"}))
+    out = cli("run", "diag.echo", "--params", str(params), "--set", "message=from set",
+              "--json", workspace=tmp_path)
+    assert json_lines(out.stdout)[-1]["outputs"]["message"] == "from set"
+
+
+def test_unknown_parameter_exits_2_and_names_it(tmp_path):
+    out = cli("run", "diag.count", "--set", "stepz=3", workspace=tmp_path)
+    assert out.returncode == 2
+    assert "stepz: unknown parameter" in out.stderr
+    out = cli("run", "diag.count", "--set", "steps=-1", workspace=tmp_path)
+    assert out.returncode == 2 and "steps" in out.stderr
+    out = cli("run", "no.such.method", workspace=tmp_path)
+    assert out.returncode == 2 and "unknown method 'no.such.method'" in out.stderr
+    out = cli("run", "diag.echo", "--params", str(tmp_path / "missing.json"), workspace=tmp_path)
+    assert out.returncode == 2 and "missing.json" in out.stderr
+    out = cli("run", "diag.echo", "--cluster", "ray://h:1", workspace=tmp_path)
+    assert out.returncode == 2 and "ray://h:1" in out.stderr
+    assert Workspace(tmp_path).runs() == []  # nothing was started
+
+
+def test_failed_job_exits_1(tmp_path):
+    out = cli("run", "diag.fail", "--json", workspace=tmp_path)
+    assert out.returncode == 1
+    result = json_lines(out.stdout)[-1]
+    assert result["state"] == "failed" and "deliberate failure" in result["reason"]
+
+
+def test_input_references(tmp_path):
+    data = tmp_path / "data.npy"
+    np.save(data, np.arange(10))
+    out = cli("run", "diag.inputs", "--input", f"data={data}", "--json", workspace=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first = json_lines(out.stdout)[-1]
+    assert first["outputs"]["data"] == data.stat().st_size
+    ref = f"run:{first['run_id']}/params.json"
+    out = cli("run", "diag.inputs", "--input", f"data={ref}", "--json", workspace=tmp_path)
+    assert out.returncode == 0, out.stderr
+    out = cli("run", "diag.inputs", "--input", "data=/no/such.npy", workspace=tmp_path)
+    assert out.returncode == 2 and "/no/such.npy" in out.stderr
+
+
+def test_cancel_with_ctrl_c_exits_130(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine", "run", "diag.count", "--set", "steps=100000",
+         "--set", "delay_s=0.01", "--workspace", str(tmp_path), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stdout:
+        if '"running"' in line:
+            break
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    (run,) = Workspace(tmp_path).runs()
+    assert run["state"] == "cancelled"
+
+
+def test_runs_lists_and_filters(tmp_path):
+    cli("run", "diag.echo", workspace=tmp_path)
+    cli("run", "diag.fail", workspace=tmp_path)
+    runs = json.loads(cli("runs", "--json", workspace=tmp_path).stdout)
+    assert sorted(r["method"] for r in runs) == ["diag.echo", "diag.fail"]
+    failed = json.loads(cli("runs", "--json", "--state", "failed", workspace=tmp_path).stdout)
+    assert [r["method"] for r in failed] == ["diag.fail"]
+    assert "diag.echo" in cli("runs", workspace=tmp_path).stdout
+
+
+def test_inspect_reports_and_refuses(tmp_path):
+    good = tmp_path / "a.npy"
+    np.save(good, np.zeros((3, 4), dtype=np.float32))
+    report = json.loads(cli("inspect", str(good), "--json").stdout)
+    assert report["format"] == "npy" and report["summary"]["shape"] == [3, 4]
+    broken = tmp_path / "broken.npy"
+    broken.write_bytes(good.read_bytes()[:60])
+    out = cli("inspect", str(broken))
+    assert out.returncode == 2 and str(broken) in out.stderr
+    out = cli("inspect", str(tmp_path / "nothing.csv"))
+    assert out.returncode == 2 and "no such file" in out.stderr
+
+
+def test_export_renders_a_run_plot(tmp_path):
+    result = json_lines(cli("run", "diag.count", "--set", "steps=3", "--set", "delay_s=0",
+                            "--json", workspace=tmp_path).stdout)[-1]
+    for suffix, magic in (("png", b"\x89PNG"), ("svg", b"<?xml"), ("pdf", b"%PDF")):
+        target = tmp_path / f"figure.{suffix}"
+        out = cli("export", f"run:{result['run_id']}/count_plot", str(target),
+                  workspace=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert target.read_bytes().startswith(magic)
+        assert result["run_id"].encode() in target.read_bytes() or suffix == "pdf"
+    out = cli("export", "run:nope/x", str(tmp_path / "f.png"), workspace=tmp_path)
+    assert out.returncode == 2
+
+
+def test_reproduce_smoke_prints_the_claim(tmp_path):
+    out = cli("reproduce", "eos", "--smoke", "--json", workspace=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr
+    claim = json.loads(out.stdout)
+    assert claim["paper"] == "eos" and claim["smoke"] is True
+    assert len(claim["criteria"]) >= 4
+    assert all({"name", "measured", "target", "op", "passed"} <= set(c)
+               for c in claim["criteria"])
+    out = cli("reproduce", "nosuchpaper", workspace=tmp_path)
+    assert out.returncode == 2
+
+
+def test_serve_refuses_without_token():
+    out = cli("serve", env={k: v for k, v in os.environ.items() if k != "STUDIO_ENGINE_TOKEN"})
+    assert out.returncode == 2 and "token" in out.stderr
+
+
+def test_sigkilled_cli_leaves_a_readable_workspace(tmp_path):
+    """Kill the CLI and its job at random moments: every file still parses."""
+    from safetensors.numpy import load_file
+
+    rng = np.random.default_rng(0)
+    for delay in rng.uniform(0.5, 4.0, size=4):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "engine", "run", "eos.train", "--set", "steps=400",
+             "--workspace", str(tmp_path)], stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(delay)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    ws = Workspace(tmp_path)
+    assert ws.integrity_ok()
+    assert len(ws.runs()) >= 1
+    for path in tmp_path.rglob("*.json"):
+        json.loads(path.read_text())
+    for path in tmp_path.rglob("*.safetensors"):
+        load_file(str(path))
+    for run in ws.runs():
+        ws.metrics(run["id"])
