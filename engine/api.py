@@ -12,7 +12,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+# A parameter type for API keys: shown masked in params.json, logs, results and exports.
+Secret = SecretStr
 
 if TYPE_CHECKING:
     from engine.context import JobContext

@@ -20,7 +20,7 @@ def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as exc:
-        if "pickle" in str(exc).lower():
+        if "pickle" in str(exc).lower() or "python objects" in str(exc).lower():
             raise FormatError(path, "holds Python objects (pickled); Studio refuses to "
                                     "unpickle files — save plain numeric arrays") from None
         raise FormatError(path, f"not a readable .npy array ({exc})") from None

@@ -12,7 +12,7 @@ import time
 import numpy as np
 from pydantic import Field
 
-from engine.api import MethodParams, MethodSpec, Resources
+from engine.api import MethodParams, MethodSpec, Resources, Secret
 from engine.context import JobContext
 from engine.plots import plot, series
 
@@ -91,6 +91,15 @@ def fail(ctx: JobContext, params: FailParams, inputs: dict) -> dict:
     raise RuntimeError(params.message)
 
 
+class SecretParams(MethodParams):
+    api_key: Secret = Field(description="a key the job uses but never writes down")
+
+
+def use_secret(ctx: JobContext, params: SecretParams, inputs: dict) -> dict:
+    """Proves a secret reaches the method in clear and nowhere else."""
+    return {"key_length": len(params.api_key.get_secret_value())}
+
+
 def _spec(id_: str, title: str, params: type[MethodParams], run, **extra) -> MethodSpec:
     return MethodSpec(id=id_, title=title, paper="diagnostics", params=params, run=run,
                       resources=Resources(cpus=1, memory_gb=0.2), **extra)
@@ -110,6 +119,7 @@ SPECS = [
     _spec("diag.crash", "Crash the worker process", CrashParams, crash),
     _spec("diag.hang", "Ignore cancel", HangParams, hang),
     _spec("diag.fail", "Raise an error", FailParams, fail),
+    _spec("diag.secret", "Use a secret parameter", SecretParams, use_secret),
     _spec("diag.inputs", "Report the sizes of input files", MethodParams,
           lambda ctx, params, inputs: {k: os.path.getsize(v) for k, v in inputs.items()},
           inputs={"data": "any"}),

@@ -186,3 +186,14 @@ def test_sigkilled_cli_leaves_a_readable_workspace(tmp_path):
         load_file(str(path))
     for run in ws.runs():
         ws.metrics(run["id"])
+
+
+def test_secrets_never_reach_the_workspace(tmp_path):
+    key = "sk-very-secret-0123456789"
+    out = cli("run", "diag.secret", "--set", f"api_key={key}", "--json", workspace=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert json_lines(out.stdout)[-1]["outputs"] == {"key_length": len(key)}
+    assert key not in out.stdout + out.stderr
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path

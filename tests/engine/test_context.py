@@ -1,0 +1,76 @@
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from engine.context import Cancelled, JobContext
+
+
+def make(tmp_path):
+    events = []
+    return JobContext("j1", tmp_path, events.append, seed=5), events
+
+
+def test_progress_is_coalesced_but_every_metric_is_kept(tmp_path):
+    ctx, events = make(tmp_path)
+    for step in range(1, 1001):
+        ctx.progress(step, 1000, loss=1.0 / step)
+    ctx.flush()
+    sent = [e for e in events if e["type"] == "job_progress"]
+    assert len(sent) < 50
+    assert sent[-1]["step"] == 1000 and sent[-1]["metrics"]["loss"] == pytest.approx(1e-3)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 1000 and json.loads(lines[9])["step"] == 10
+
+
+def test_progress_keeps_flowing_over_time(tmp_path):
+    ctx, events = make(tmp_path)
+    for step in range(6):
+        ctx.progress(step, 100, x=step)
+        time.sleep(0.05)
+    assert len([e for e in events if e["type"] == "job_progress"]) == 6
+
+
+def test_logs_are_batched_and_flushed(tmp_path):
+    ctx, events = make(tmp_path)
+    for i in range(500):
+        ctx.log(f"line {i}")
+    ctx.flush()
+    lines = [line for e in events if e["type"] == "job_log" for line in e["lines"]]
+    assert lines == [f"line {i}" for i in range(500)]
+    assert len([e for e in events if e["type"] == "job_log"]) < 10
+
+
+def test_artifacts_of_each_kind(tmp_path):
+    ctx, events = make(tmp_path)
+    assert ctx.save_artifact("arr", np.eye(3)) == "artifacts/arr.npy"
+    ctx.save_artifact("tensor", torch.ones(2, 2))
+    ctx.save_artifact("p", {"kind": "plot", "series": []})
+    ctx.save_artifact("t", {"columns": ["a"], "rows": [[1]]})
+    ctx.save_artifact("j", {"x": np.float32(1.5)})
+    kinds = {e["name"]: e["kind"] for e in events if e["type"] == "job_artifact"}
+    assert kinds == {"arr": "array", "tensor": "array", "p": "plot", "t": "table", "j": "json"}
+    assert np.load(tmp_path / "artifacts/tensor.npy").sum() == 4
+    assert json.loads((tmp_path / "artifacts/j.json").read_text()) == {"x": 1.5}
+
+
+def test_checkpoint_is_safetensors_plus_cfg(tmp_path):
+    ctx, _ = make(tmp_path)
+    model = torch.nn.Linear(3, 2)
+    path = ctx.save_checkpoint("model", model, {"d_in": 3, "d_out": 2})
+    tensors = load_file(str(tmp_path / path / "model.safetensors"))
+    assert torch.equal(tensors["weight"], model.weight.detach())
+    assert json.loads((tmp_path / path / "cfg.json").read_text()) == {"d_in": 3, "d_out": 2}
+
+
+def test_cancel_and_cache(tmp_path):
+    ctx, _ = make(tmp_path)
+    ctx.check_cancelled()
+    ctx.request_cancel()
+    with pytest.raises(Cancelled):
+        ctx.check_cancelled()
+    a = ctx.cache_dir({"model": "x", "d": 3})
+    assert a == ctx.cache_dir({"d": 3, "model": "x"}) != ctx.cache_dir({"d": 4, "model": "x"})
