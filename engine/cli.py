@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     serve.add_argument("--cancel-grace", type=float, default=5.0,
                        help="seconds a cancelled job gets before its worker is killed")
-    serve.add_argument("--watch-parent", action="store_true",
-                       help="exit when the parent process dies")
+    serve.add_argument("--watch-parent", nargs="?", type=int, const=0, metavar="PID",
+                       help="exit when the parent process (or process PID) dies")
     serve.set_defaults(handler=cmd_serve)
     return parser
 
@@ -398,6 +398,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s engine %(levelname)s %(message)s")
+    if args.watch_parent and os.getppid() != args.watch_parent:
+        raise UsageError(f"parent process {args.watch_parent} is already gone")
     token = _read_token(args.token_fd)
     socket_path = args.socket or private_socket_path()
     executor = LocalExecutor(workers=args.workers, threads_per_worker=args.threads,

@@ -42,7 +42,8 @@ class EngineProcess:
 
 def engine_command(workspace: str | None = None, workers: int | None = None,
                    extra: list[str] | None = None) -> list[str]:
-    command = [sys.executable, "-m", "engine", "serve", "--token-fd", "{fd}", "--watch-parent"]
+    command = [sys.executable, "-m", "engine", "serve", "--token-fd", "{fd}",
+               "--watch-parent", str(os.getpid())]
     if workspace:
         command += ["--workspace", str(workspace)]
     if workers:

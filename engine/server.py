@@ -49,12 +49,14 @@ class _Client:
 
 class EngineServer:
     def __init__(self, workspace: Workspace, executor: Executor, token: str, socket_path: str,
-                 device: str = "auto", watch_parent: bool = False) -> None:
+                 device: str = "auto", watch_parent: int | None = None) -> None:
+        """``watch_parent``: exit when this pid (0: our parent now) stops being our parent."""
         self.workspace = workspace
         self.executor = executor
         self.token = token
         self.socket_path = socket_path
         self.watch_parent = watch_parent
+        self._parent_pid = watch_parent or os.getppid()
         self.clients: set[_Client] = set()
         self.jobs = JobManager(workspace, executor, self._broadcast, device=device)
         self._stopped = asyncio.Event()
@@ -78,14 +80,18 @@ class EngineServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopped.set)
-        watcher = asyncio.create_task(self._watch_parent()) if self.watch_parent else None
+        watcher = None
+        if self.watch_parent is not None:
+            watcher = asyncio.create_task(self._watch_parent())
         if on_listening:
             on_listening(self.socket_path)
         async with server:
             await self._stopped.wait()
+            self.jobs.fail_all("engine shut down")
+            for client in list(self.clients):
+                client.writer.close()  # sends what is buffered; its handler then returns
         if watcher:
             watcher.cancel()
-        self.jobs.fail_all("engine shut down")
         await self.executor.stop()
         with contextlib.suppress(OSError):
             os.unlink(self.socket_path)
@@ -93,13 +99,12 @@ class EngineServer:
 
     async def _watch_parent(self) -> None:
         """Exit when the process that started us (the GUI) is gone: nothing is orphaned."""
-        parent = os.getppid()
         while True:
-            await asyncio.sleep(PARENT_POLL_S)
-            if os.getppid() != parent:
-                log.warning("parent process %d is gone; shutting down", parent)
+            if os.getppid() != self._parent_pid:
+                log.warning("parent process %d is gone; shutting down", self._parent_pid)
                 self._stopped.set()
                 return
+            await asyncio.sleep(PARENT_POLL_S)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = _Client(writer)

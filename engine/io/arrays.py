@@ -17,6 +17,9 @@ SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024
 def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
     """Memory-mapped by default, so a large array opens without being loaded."""
     path = Path(path)
+    with open(path, "rb") as handle:
+        if not handle.read(len(NPY_MAGIC)) == NPY_MAGIC:
+            raise FormatError(path, "not a NumPy .npy file (it has no NPY header)")
     try:
         return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except ValueError as exc:

@@ -130,3 +130,10 @@ def test_jsonl_errors_name_the_line(tmp_path):
 def test_npy_opens_memory_mapped(files):
     array = read_npy(files["npy"])
     assert isinstance(array, np.memmap)
+
+
+def test_text_named_npy_is_called_what_it_is(tmp_path):
+    path = tmp_path / "notes.npy"
+    path.write_text("just some text, not an array\n" * 10)
+    with pytest.raises(FormatError, match="no NPY header"):
+        read_npy(path)
