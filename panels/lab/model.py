@@ -1,0 +1,236 @@
+"""The lab's state without Qt: which method is chosen, its parameters, and the job it runs.
+
+The view (``panels/lab/view.py``) listens to ``LabModel.events`` and turns user actions into
+calls here; engine events go through ``LabModel.on_event``, which keeps only what concerns the
+lab's own jobs. Tests drive the model with plain dicts, no window needed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+REPRODUCE_VERB = "reproduce"
+RUN, REPRODUCE = "run", "reproduce"
+EARLY_EVENTS_PER_JOB = 5000   # events of a job that arrive before its job_accepted reply
+EARLY_JOBS_KEPT = 16
+
+
+class Events:
+    """Named callbacks: ``connect("selected", f)`` returns a function that disconnects."""
+
+    def __init__(self, *names: str) -> None:
+        self._callbacks: dict[str, list[Callable[..., None]]] = {name: [] for name in names}
+
+    def connect(self, name: str, callback: Callable[..., None]) -> Callable[[], None]:
+        self._callbacks[name].append(callback)
+        return lambda: self._callbacks[name].remove(callback)
+
+    def emit(self, name: str, **payload: Any) -> None:
+        for callback in list(self._callbacks[name]):
+            callback(**payload)
+
+
+@dataclass
+class Job:
+    """One job the lab submitted and follows."""
+
+    id: str
+    method: str
+    purpose: str                   # RUN or REPRODUCE
+    params: dict
+    seed: int
+    state: str = "queued"
+    reason: str = ""
+    elapsed_s: float | None = None
+    step: int = 0
+    total: int | None = None
+    outputs: dict | None = None
+    artifacts: list[dict] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+def paper_of(method: dict) -> str:
+    return method.get("paper") or method["id"].split(".")[0]
+
+
+def is_reproduce(method_id: str) -> bool:
+    return method_id.rsplit(".", 1)[-1] == REPRODUCE_VERB
+
+
+class LabModel:
+    """Events: ``methods`` (), ``selected`` (method), ``params`` (method, values),
+    ``job`` (job), ``progress`` (job, step, total, metrics), ``artifact`` (job, artifact),
+    ``result`` (job, outputs), ``log`` (job, lines), ``submit_error`` (message)."""
+
+    def __init__(self) -> None:
+        self.methods: dict[str, dict] = {}
+        self.selected: str | None = None
+        self.params: dict[str, dict] = {}     # remembered per method while the panel lives
+        self.seed = 0
+        self.smoke = True
+        self.jobs: dict[str, Job] = {}
+        self.current: Job | None = None
+        self.pending: tuple[str, str, dict, int] | None = None  # submitted, not yet accepted
+        self._wanted_paper: str | None = None
+        self._early: dict[str, deque] = {}
+        self.seen_artifacts: list[tuple[str, dict]] = []  # (job id, artifact) of any job
+        self.events = Events("methods", "selected", "params", "job", "progress", "artifact",
+                             "result", "log", "submit_error")
+
+    # -- methods and selection -----------------------------------------------------------
+
+    def set_methods(self, methods: list[dict]) -> None:
+        self.methods = {m["id"]: m for m in methods}
+        self.events.emit("methods")
+        if self._wanted_paper and self.select_paper(self._wanted_paper):
+            return
+        if self.selected not in self.methods:
+            self.selected = None
+            first = next(iter(self.by_paper().values()), [])
+            if first:
+                self.select(first[0]["id"])
+
+    def by_paper(self) -> dict[str, list[dict]]:
+        """Methods grouped by paper, papers sorted with ``diagnostics`` last, each paper's
+        own methods first and its ``reproduce`` last."""
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for method in self.methods.values():
+            groups[paper_of(method)].append(method)
+        order = sorted(groups, key=lambda slug: (slug == "diagnostics", slug))
+        return {slug: sorted(groups[slug], key=lambda m: (is_reproduce(m["id"]), m["id"]))
+                for slug in order}
+
+    def select(self, method_id: str) -> None:
+        if method_id not in self.methods:
+            raise KeyError(f"the engine lists no method {method_id!r}")
+        self.selected = method_id
+        self.events.emit("selected", method=self.methods[method_id])
+
+    def select_paper(self, slug: str) -> bool:
+        """Choose the paper's first method (its reproduce only when it has nothing else).
+        Before the engine has listed methods, the choice waits for ``set_methods``."""
+        methods = self.by_paper().get(slug, [])
+        if not methods:
+            self._wanted_paper = slug
+            return False
+        self._wanted_paper = None
+        self.select(methods[0]["id"])
+        return True
+
+    @property
+    def method(self) -> dict | None:
+        return self.methods.get(self.selected) if self.selected else None
+
+    def reproduce_method(self) -> str | None:
+        """``<paper>.reproduce`` of the selected method's paper, when the engine lists it."""
+        if self.method is None:
+            return None
+        candidate = f"{paper_of(self.method)}.{REPRODUCE_VERB}"
+        return candidate if candidate in self.methods else None
+
+    def set_params(self, values: dict) -> None:
+        if self.selected is None:
+            return
+        self.params[self.selected] = dict(values)
+        self.events.emit("params", method=self.selected, values=dict(values))
+
+    def params_for(self, method_id: str) -> dict:
+        return dict(self.params.get(method_id, {}))
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self.pending is not None or (self.current is not None
+                                            and not self.current.finished)
+
+    def submission(self, purpose: str = RUN) -> tuple[str, dict, int]:
+        """``(method, params, seed)`` for Run or Reproduce; marks a submission pending."""
+        if purpose == REPRODUCE:
+            method = self.reproduce_method()
+            if method is None:
+                raise KeyError("this paper has no reproduce method")
+            params = {"smoke": self.smoke}
+        else:
+            if self.selected is None:
+                raise KeyError("no method chosen")
+            method, params = self.selected, self.params_for(self.selected)
+        self.pending = (purpose, method, params, self.seed)
+        return method, params, self.seed
+
+    def accepted(self, job_id: str) -> Job:
+        """The engine took the pending submission: follow ``job_id`` (replaying early events)."""
+        if self.pending is None:
+            raise RuntimeError("no submission is waiting for the engine")
+        purpose, method, params, seed = self.pending
+        self.pending = None
+        job = Job(job_id, method, purpose, params, seed)
+        self.jobs[job_id] = job
+        self.current = job
+        self.events.emit("job", job=job)
+        for envelope in self._early.pop(job_id, ()):
+            self.on_event(envelope)
+        return job
+
+    def rejected(self, message: str) -> None:
+        self.pending = None
+        self.events.emit("submit_error", message=message)
+
+    def on_event(self, envelope: dict) -> None:
+        """A protocol envelope from the host; events of other jobs only feed the artifact
+        list (the inputs of later runs)."""
+        job_id = envelope.get("job")
+        kind = envelope.get("type")
+        content = envelope.get("content") or {}
+        if kind == "job_artifact" and job_id:
+            self.seen_artifacts.append((job_id, content))
+        job = self.jobs.get(job_id) if job_id else None
+        if job is None:
+            if job_id and self.pending is not None:
+                self._keep_early(job_id, envelope)
+            return
+        if kind == "job_state":
+            job.state = content.get("state", job.state)
+            job.reason = content.get("reason", "") or ""
+            job.elapsed_s = content.get("elapsed_s", job.elapsed_s)
+            self.events.emit("job", job=job)
+        elif kind == "job_progress":
+            job.step = int(content.get("step") or 0)
+            job.total = content.get("total")
+            self.events.emit("progress", job=job, step=job.step, total=job.total,
+                             metrics=content.get("metrics") or {})
+        elif kind == "job_artifact":
+            job.artifacts.append(content)
+            self.events.emit("artifact", job=job, artifact=content)
+        elif kind == "job_result":
+            job.outputs = content.get("outputs") or {}
+            self.events.emit("result", job=job, outputs=job.outputs)
+        elif kind == "job_log":
+            self.events.emit("log", job=job, lines=list(content.get("lines") or []))
+
+    def _keep_early(self, job_id: str, envelope: dict) -> None:
+        if job_id not in self._early and len(self._early) >= EARLY_JOBS_KEPT:
+            self._early.pop(next(iter(self._early)))
+        self._early.setdefault(job_id, deque(maxlen=EARLY_EVENTS_PER_JOB)).append(envelope)
+
+    # -- autosave form -------------------------------------------------------------------
+
+    def to_json(self) -> dict:
+        return {"selected": self.selected, "params": self.params, "seed": self.seed,
+                "smoke": self.smoke}
+
+    def restore(self, data: dict) -> None:
+        """Parameters and choices saved by ``to_json`` (methods the engine lacks are kept
+        but not selected)."""
+        self.params.update({k: dict(v) for k, v in (data.get("params") or {}).items()})
+        self.seed = int(data.get("seed", self.seed))
+        self.smoke = bool(data.get("smoke", self.smoke))
+        if data.get("selected") in self.methods:
+            self.select(data["selected"])

@@ -1,0 +1,1 @@
+"""Icons, themes and the paper catalogue: data files shipped with Studio (no code)."""

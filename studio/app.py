@@ -1,0 +1,151 @@
+"""``studio [FILES...]``: the desktop application's entry point.
+
+Importing this module is cheap and pulls in neither Qt nor the engine (nor torch, open3d or
+ray, ever): everything heavy is imported inside ``run``, after the log is set up, and the
+engine starts only once the window is on screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+LOG_MAX_BYTES = 2 * 1024 * 1024
+LOG_BACKUPS = 3
+
+log = logging.getLogger("studio")
+
+
+def main() -> None:
+    """The ``studio`` gui-script."""
+    raise SystemExit(run(sys.argv[1:]))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="studio", description="Run, inspect and export the methods of nineteen NeurIPS "
+                                   "2026 papers on your own data.")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="data files to open")
+    parser.add_argument("--workspace", help="workspace folder (default: the one in Settings)")
+    parser.add_argument("--theme", choices=("dark", "light"), help="override the theme")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def setup_logging(level: int = logging.INFO) -> str:
+    """A rotating log file in the user's log folder (a gui-script may have no console)."""
+    from logging.handlers import RotatingFileHandler
+
+    from studio.paths import log_dir
+
+    folder = log_dir()
+    root = logging.getLogger()
+    root.setLevel(level)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handler: logging.Handler = RotatingFileHandler(
+            folder / "studio.log", maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS,
+            encoding="utf-8")
+    except OSError as exc:
+        handler = logging.StreamHandler(sys.stderr)
+        print(f"studio: cannot write logs to {folder} ({exc}); logging to stderr",
+              file=sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    sys.excepthook = _log_uncaught
+    return str(folder)
+
+
+def _log_uncaught(kind, value, traceback) -> None:
+    """An exception escaping a Qt slot is logged, and the window carries on."""
+    log.critical("uncaught exception", exc_info=(kind, value, traceback))
+    sys.__excepthook__(kind, value, traceback)
+
+
+def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> int:
+    """Build the application, show the window, run until it closes; returns the exit code.
+
+    ``on_shown(window)`` is called once the window is first exposed (benchmarks use it).
+    """
+    args = build_parser().parse_args(argv)
+    if args.version:
+        from engine import __version__
+
+        print(f"studio {__version__}")
+        return 0
+    folder = setup_logging()
+
+    import asyncio
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Studio")
+    app.setOrganizationName("Studio")
+    app.setApplicationDisplayName("Studio")
+    app.setDesktopFileName("studio")
+
+    import qasync
+
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+
+    from studio.main_window import MainWindow
+    from studio.settings import Settings
+    from studio.theme import apply_theme
+
+    # Style and style sheet before any widget exists: applied later, they re-polish them all.
+    theme = args.theme or Settings().theme
+    apply_theme(app, theme)
+    window = MainWindow(workspace=args.workspace, log_dir=folder)
+    if args.theme:
+        window.set_theme(args.theme)
+    _watch_exposed(window, on_shown)
+    window.show()
+    QTimer.singleShot(0, lambda: window.start(args.files))
+    log.info("studio started (workspace %s)", window.workspace.root)
+    try:
+        with loop:
+            loop.run_forever()
+            _finish_tasks(loop)
+    finally:
+        window.shutdown()
+        window.deleteLater()
+        app.processEvents()
+    log.info("studio closed")
+    return 0
+
+
+def _finish_tasks(loop) -> None:
+    import asyncio
+
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def _watch_exposed(window, on_shown: Callable[[object], None] | None) -> None:
+    """Call ``on_shown(window)`` at the first Expose event of the window's native window."""
+    if on_shown is None:
+        return
+    from PySide6.QtCore import QEvent, QObject
+
+    class _Exposed(QObject):
+        def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+            if event.type() == QEvent.Type.Expose and watched.isExposed():
+                watched.removeEventFilter(self)
+                on_shown(window)
+            return False
+
+    window.winId()  # creates the native window so its events can be watched
+    watcher = _Exposed(window)
+    window.windowHandle().installEventFilter(watcher)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,709 @@
+"""The main window: welcome page and panels in tabs, the runs dock, menus, status bar.
+
+It owns the pieces the rest of the shell shares: the engine bridge, the workspace (read and
+written from the GUI only for runs' notes, deletions and autosaved edits), the undo history,
+a small thread pool for disk work, and the ``StudioHost`` handed to panels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
+    QFileDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QTabWidget,
+    QUndoView,
+    QWidget,
+)
+
+from engine.workspace import Workspace
+from studio import catalogue
+from studio.bridge import EngineBridge
+from studio.host import StudioHost, error_message
+from studio.jobs import ADDED, REMOVED, STATE
+from studio.panel_registry import PanelRegistry, PanelUnavailable
+from studio.paths import log_dir as default_log_dir
+from studio.paths import resource
+from studio.runs_dock import RunsDock, copy_checkpoint
+from studio.settings import Settings
+from studio.theme import ENGINE_COLOURS, apply_theme
+from studio.undo import EditHistory
+from studio.welcome import WelcomePage
+
+log = logging.getLogger("studio.window")
+
+DEFAULT_SIZE = (1360, 860)
+PREWARM_DELAY_MS = 300
+RUNS_DOCK_HEIGHT = 300
+EXPORT_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)",
+                  "pdf": "PDF document, rendered by the engine (*.pdf)"}
+ENGINE_STATE_TEXT = {"starting": "Engine starting…", "ready": "Engine ready",
+                     "busy": "Engine busy", "restarting": "Engine restarting…",
+                     "stopped": "Engine stopped"}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: QSettings | None = None,
+                 workspace: str | os.PathLike | None = None,
+                 log_dir: str | os.PathLike | None = None,
+                 registry: PanelRegistry | None = None) -> None:
+        super().__init__()
+        self.settings = Settings(settings)
+        self.workspace, problem = _open_workspace(workspace or self.settings.workspace)
+        self.log_dir = Path(log_dir) if log_dir else default_log_dir()
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="studio-io")
+        self.bridge = EngineBridge(self.workspace.root, device=self.settings.device,
+                                   log_dir=self.log_dir, parent=self)
+        self.history = EditHistory(self.workspace, parent=self)
+        self.host = StudioHost(self)
+        self.panels = registry or PanelRegistry()
+        self.panel_widgets: dict[str, QWidget] = {}
+        self.errors: list[tuple[str, str]] = []   # every error shown, for the log and tests
+        self._closed = False
+        self._message_boxes: list[QMessageBox] = []
+
+        self.setObjectName("studioMainWindow")
+        self.setWindowIcon(QIcon(str(resource("icons", "studio.svg"))))
+        self.setAcceptDrops(True)
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
+                            | QMainWindow.DockOption.AllowTabbedDocks)
+        self._build_central()
+        self._build_docks()
+        self._build_menus()
+        self._build_status_bar()
+        self._default_state = self.saveState()
+        self._restore_layout()
+        self.set_theme(self.settings.theme, store=False)
+        self._update_title()
+
+        if problem:
+            QTimer.singleShot(0, lambda: self.show_error("Cannot use the workspace", problem))
+        self.bridge.state_changed.connect(self._on_engine_state)
+        # each engine start marks runs of a dead one failed: show what the index says now
+        self.bridge.methods_changed.connect(lambda _methods: self.runs_dock.load_history())
+        self.bridge.resubmit_offered.connect(self._offer_resubmission)
+        self.bridge.engine_lost.connect(lambda reason: self.status(f"The {reason}; restarting"))
+        self.bridge.jobs.listen(lambda _record, what: self._update_job_count()
+                                if what in (ADDED, STATE, REMOVED) else None)
+
+    # -- building ------------------------------------------------------------------------------
+    def _build_central(self) -> None:
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("centralTabs")
+        self.tabs.setDocumentMode(True)
+        self.tabs.setTabsClosable(True)
+        self.tabs.setMovable(True)
+        self.tabs.tabCloseRequested.connect(self.close_tab)
+        self.welcome = WelcomePage(catalogue.load_catalogue())
+        self.welcome.paper_requested.connect(self.open_paper)
+        self.welcome.file_requested.connect(lambda path: self.open_paths([path]))
+        self.welcome.open_file_requested.connect(self.ask_open_files)
+        self.welcome.set_recent_files(self.settings.recent_files())
+        self.tabs.addTab(self.welcome, "Welcome")
+        for side in (self.tabs.tabBar().ButtonPosition.RightSide,
+                     self.tabs.tabBar().ButtonPosition.LeftSide):
+            self.tabs.tabBar().setTabButton(0, side, None)
+        self.setCentralWidget(self.tabs)
+
+    def _build_docks(self) -> None:
+        self.runs_dock = RunsDock(self)
+        self.runs_dock_widget = self._dock("Runs", "runsDock", self.runs_dock,
+                                           Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.undo_view = QUndoView(self.history.stack)
+        self.undo_view.setEmptyLabel("(nothing edited yet)")
+        self.history_dock_widget = self._dock("Edit history", "historyDock", self.undo_view,
+                                              Qt.DockWidgetArea.RightDockWidgetArea)
+        self.history_dock_widget.hide()
+        self.resizeDocks([self.runs_dock_widget], [RUNS_DOCK_HEIGHT], Qt.Orientation.Vertical)
+
+    def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(name)
+        dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
+                         | QDockWidget.DockWidgetFeature.DockWidgetMovable
+                         | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
+        self.addDockWidget(area, dock)
+        return dock
+
+    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut is not None:
+            if isinstance(shortcut, (list, tuple)):
+                action.setShortcuts([QKeySequence(s) for s in shortcut])
+            else:
+                action.setShortcut(QKeySequence(shortcut))
+        if tip:
+            action.setStatusTip(tip)
+        action.triggered.connect(lambda _checked=False: slot())
+        menu.addAction(action)
+        return action
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        self.open_action = self._action(file_menu, "&Open…", self.ask_open_files,
+                                        QKeySequence.StandardKey.Open, "Open a data file")
+        self.recent_menu = file_menu.addMenu("Open &recent")
+        self._fill_recent_menu()
+        file_menu.addSeparator()
+        self._action(file_menu, "&Export plot…", self.export_current_plot, "Ctrl+E",
+                     "Save the current plot as PNG, SVG or PDF")
+        self._action(file_menu, "Export &checkpoint…", self.export_selected_checkpoint,
+                     tip="Copy a checkpoint of the selected run to a folder")
+        file_menu.addSeparator()
+        self.settings_action = self._action(file_menu, "&Settings…", self.open_settings,
+                                            "Ctrl+,")
+        file_menu.addSeparator()
+        self.quit_action = self._action(file_menu, "&Quit", self.close,
+                                        QKeySequence.StandardKey.Quit)
+        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+
+        edit_menu = bar.addMenu("&Edit")
+        self.undo_action = self.history.stack.createUndoAction(self, "&Undo")
+        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
+        self.redo_action = self.history.stack.createRedoAction(self, "&Redo")
+        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
+        edit_menu.addAction(self.undo_action)
+        edit_menu.addAction(self.redo_action)
+
+        view_menu = bar.addMenu("&View")
+        self._action(view_menu, "&Welcome", lambda: self.tabs.setCurrentIndex(0), "Ctrl+1")
+        self._action(view_menu, "&Lab", lambda: self.open_panel("lab"), "Ctrl+2")
+        view_menu.addSeparator()
+        runs_toggle = self.runs_dock_widget.toggleViewAction()
+        runs_toggle.setShortcut(QKeySequence("Ctrl+Shift+R"))
+        view_menu.addAction(runs_toggle)
+        view_menu.addAction(self.history_dock_widget.toggleViewAction())
+        view_menu.addSeparator()
+        theme_menu = view_menu.addMenu("&Theme")
+        self.theme_actions = QActionGroup(self)
+        for theme in ("dark", "light"):
+            action = QAction(theme.capitalize(), self, checkable=True)
+            action.setData(theme)
+            action.triggered.connect(lambda _checked=False, t=theme: self.set_theme(t))
+            self.theme_actions.addAction(action)
+            theme_menu.addAction(action)
+        self._action(view_menu, "Reset &layout", self.reset_layout)
+        self._action(view_menu, "Close &tab", lambda: self.close_tab(self.tabs.currentIndex()),
+                     QKeySequence.StandardKey.Close)
+
+        runs_menu = bar.addMenu("&Runs")
+        self._action(runs_menu, "&Rerun selected", lambda: self.runs_dock.rerun_selected(),
+                     "F5", "Run the selected runs again with the same parameters")
+        self._action(runs_menu, "Rerun with &changes…",
+                     lambda: self.runs_dock.rerun_selected(edit=True), "Shift+F5")
+        self._action(runs_menu, "&Cancel selected", lambda: self.runs_dock.cancel_selected(),
+                     "Ctrl+.")
+
+        engine_menu = bar.addMenu("E&ngine")
+        self._action(engine_menu, "&Restart engine", self.restart_engine, "Ctrl+Shift+F5")
+        self._action(engine_menu, "Show engine &log",
+                     lambda: self._open_file_externally(self.log_dir / "engine.log"))
+
+        help_menu = bar.addMenu("&Help")
+        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "F1")
+        self._action(help_menu, "Open &log folder",
+                     lambda: self._open_file_externally(self.log_dir))
+        self._action(help_menu, "&About Studio", self.show_about)
+
+    def _build_status_bar(self) -> None:
+        bar = self.statusBar()
+        self.jobs_label = QLabel("")
+        self.engine_label = QLabel("")
+        self.engine_label.setObjectName("engineState")
+        self.workspace_label = QLabel("")
+        self.workspace_label.setObjectName("emptyNote")
+        bar.addPermanentWidget(self.workspace_label)
+        bar.addPermanentWidget(self.jobs_label)
+        bar.addPermanentWidget(self.engine_label)
+        self._on_engine_state(self.bridge.state)
+        self._update_workspace_label()
+
+    # -- life ----------------------------------------------------------------------------------
+    def start(self, files: list[str] | tuple[str, ...] = ()) -> None:
+        """After the window is shown: start the engine, list old runs, open FILES."""
+        self.start_engine()
+        if files:
+            self.open_paths(list(files))
+
+    def start_engine(self) -> None:
+        self.bridge.start()
+        self.runs_dock.load_history()
+        QTimer.singleShot(PREWARM_DELAY_MS, self._prewarm)
+
+    def _prewarm(self) -> None:
+        """Import the plot widget and the panels' widget modules in a worker thread while the
+        user reads the welcome page: on the main thread the first plot would freeze the
+        window for a second (pyqtgraph's import), in a thread it costs a few milliseconds of
+        stall. Import order is safe: Python's import locks make a main-thread import of the
+        same module wait for this one."""
+        def prewarm() -> None:
+            _import_all(["panels.widgets.plot_view", *self.panels.factory_modules()])
+
+        self.run_in_thread(prewarm, on_done=lambda _: self.runs_dock.prepare_plot(),
+                           on_error=lambda exc: log.warning("prewarming failed: %s", exc))
+
+    def restart_engine(self) -> None:
+        self.status("Restarting the engine")
+        self.bridge.restart()
+
+    def shutdown(self) -> None:
+        """Save the layout, stop the engine, close panels (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.settings.save_window_state(self.saveGeometry(), self.saveState())
+        self.settings.sync()
+        self.bridge.stop_now()
+        self.runs_dock.model.detach()
+        for widget in list(self.panel_widgets.values()):
+            widget.close()
+        for box in self._message_boxes:
+            box.close()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        self.shutdown()
+        super().closeEvent(event)
+
+    # -- background work -----------------------------------------------------------------------
+    def run_in_thread(self, fn, *args, on_done=None, on_error=None) -> None:
+        """``fn(*args)`` in the I/O pool; ``on_done(result)`` back on the main thread."""
+        if self._closed:
+            return
+
+        async def work():
+            result = await asyncio.get_event_loop().run_in_executor(self.pool, fn, *args)
+            if on_done is not None:
+                on_done(result)
+
+        self.bridge.spawn(work(), on_error=on_error or (
+            lambda exc: self.show_error("Something went wrong", error_message(exc))))
+
+    def submit(self, method: str, params: dict, inputs: dict | None = None, seed: int = 0,
+               on_accepted=None, on_error=None) -> None:
+        """Submit a job; the runs dock selects it once the engine accepts it."""
+        def accepted(job_id: str) -> None:
+            self.runs_dock.select(job_id)
+            self.status(f"Started {method} ({job_id})")
+            if on_accepted is not None:
+                on_accepted(job_id)
+
+        self.host.submit_job(method, params, inputs, seed, on_accepted=accepted,
+                             on_error=on_error)
+
+    # -- panels and papers ---------------------------------------------------------------------
+    def open_panel(self, panel_id: str) -> QWidget | None:
+        """Show the panel's tab, building the panel the first time."""
+        widget = self.panel_widgets.get(panel_id)
+        if widget is None:
+            try:
+                widget = self.panels.create(panel_id, self.host)
+            except PanelUnavailable as exc:
+                self.show_error("Cannot open the panel", str(exc))
+                return None
+            except Exception as exc:  # a panel's own bug must not take the window down
+                log.exception("panel %s failed to build", panel_id)
+                self.show_error("Cannot open the panel",
+                                f"The {panel_id} panel failed to start: {exc}")
+                return None
+            entry = self.panels.get(panel_id)
+            self.panel_widgets[panel_id] = widget
+            self.tabs.addTab(widget, entry.title if entry else panel_id)
+        self.tabs.setCurrentWidget(widget)
+        return widget
+
+    def open_paper(self, slug: str) -> None:
+        paper = catalogue.paper(slug)
+        if not paper.available:
+            self.show_info(paper.title, f"Coming to the {paper.panel_title}: {paper.coming}")
+            return
+        widget = self.open_panel(paper.panel)
+        select = getattr(widget, "select_paper", None)
+        if callable(select):
+            select(slug)
+
+    def close_tab(self, index: int) -> None:
+        widget = self.tabs.widget(index)
+        if widget is None or widget is self.welcome:
+            return
+        for panel_id, panel in list(self.panel_widgets.items()):
+            if panel is widget:
+                del self.panel_widgets[panel_id]
+        self.tabs.removeTab(index)
+        widget.close()
+        widget.deleteLater()
+
+    # -- files ---------------------------------------------------------------------------------
+    def ask_open_files(self) -> None:
+        dialog = QFileDialog(self, "Open data files")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dialog.filesSelected.connect(self.open_paths)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def open_paths(self, paths: list[str]) -> None:
+        """Inspect each file off the main thread, then hand it to the panel that claims it."""
+        for path in paths:
+            self.bridge.spawn(self._open_path(str(path)), on_error=lambda exc, p=path:
+                              self.show_error("Cannot open the file", f"{p}: {exc}"))
+
+    async def _open_path(self, path: str) -> None:
+        from engine.io import FormatError, inspect_file
+
+        self.status(f"Reading {path}…")
+        try:
+            report = await asyncio.get_event_loop().run_in_executor(self.pool, inspect_file, path)
+        except FormatError as exc:
+            self.show_error("Cannot open the file", str(exc))
+            return
+        entry = self.panels.for_format(report["format"], report.get("panel", ""))
+        if entry is None:
+            self.show_error("No panel opens this file",
+                            f"{path}: a {report['format']} file; the "
+                            f"{report.get('panel') or 'matching'} panel is not installed.")
+            return
+        widget = self.open_panel(entry.id)
+        if widget is None:
+            return  # open_panel said why
+        opener = getattr(widget, "open_file", None)
+        if opener is None:
+            self.show_error("Cannot open the file",
+                            f"{path}: the {entry.title} panel cannot open files yet.")
+            return
+        if opener(path) is False:
+            return  # the panel reported the problem itself
+        self.welcome.set_recent_files(self.settings.add_recent_file(path))
+        self._fill_recent_menu()
+        self.status(f"Opened {path} ({report['format']}) in {entry.title}")
+
+    def _fill_recent_menu(self) -> None:
+        self.recent_menu.clear()
+        files = self.settings.recent_files()
+        for path in files:
+            action = self.recent_menu.addAction(Path(path).name)
+            action.setToolTip(path)
+            action.triggered.connect(lambda _checked=False, p=path: self.open_paths([p]))
+        if files:
+            self.recent_menu.addSeparator()
+            self.recent_menu.addAction("Clear the list", self._clear_recent)
+        else:
+            self.recent_menu.addAction("(none yet)").setEnabled(False)
+
+    def _clear_recent(self) -> None:
+        self.settings.clear_recent_files()
+        self.welcome.set_recent_files([])
+        self._fill_recent_menu()
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths)
+
+    # -- export --------------------------------------------------------------------------------
+    def current_plot(self):
+        """The plot Export writes: the current panel's, else the runs dock's."""
+        widget = self.tabs.currentWidget()
+        finder = getattr(widget, "current_plot", None)
+        plot = finder() if callable(finder) else None
+        return plot if plot is not None else self.runs_dock.plot
+
+    def export_current_plot(self) -> None:
+        plot = self.current_plot()
+        if plot is None:
+            self.show_error("Nothing to export", "Show a plot first: run a method, or select "
+                                                 "a run in the runs dock.")
+            return
+        self.export_plot(plot)
+
+    def export_plot(self, view, provenance: dict | None = None) -> None:
+        """Ask where, then export ``view`` (a PlotSpecView) as PNG, SVG or PDF."""
+        dialog = QFileDialog(self, "Export plot")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilters(list(EXPORT_FILTERS.values()))
+        dialog.setDefaultSuffix("png")
+
+        def chosen(path: str) -> None:
+            if not Path(path).suffix:
+                fmt = next(k for k, v in EXPORT_FILTERS.items()
+                           if v == dialog.selectedNameFilter())
+                path = f"{path}.{fmt}"
+            self.export_plot_to(view, path, provenance)
+
+        dialog.filterSelected.connect(lambda text: dialog.setDefaultSuffix(
+            next(k for k, v in EXPORT_FILTERS.items() if v == text)))
+        dialog.fileSelected.connect(chosen)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def export_plot_to(self, view, path: str | os.PathLike, provenance: dict | None = None,
+                       on_done=None) -> None:
+        """PNG and SVG here (pyqtgraph), PDF by the engine (``figure.export``, matplotlib);
+        the provenance goes into the file's metadata either way."""
+        target = Path(path)
+        fmt = target.suffix.lstrip(".").lower()
+        if provenance is not None:
+            view.provenance = dict(provenance)
+        provenance = {**view.provenance, "exported_by": "Studio",
+                      "studio_version": _studio_version()}
+        if fmt in ("png", "svg"):
+            saved, view.provenance = view.provenance, provenance
+            try:
+                view.export(target)
+            except Exception as exc:
+                self.show_error("Export failed", str(exc))
+                return
+            finally:
+                view.provenance = saved
+            self.status(f"Exported {target}")
+            if on_done is not None:
+                on_done(str(target))
+            return
+        if fmt != "pdf":
+            self.show_error("Export failed", f"{target}: choose .png, .svg or .pdf")
+            return
+        self.status(f"Exporting {target} (the engine renders PDFs)…")
+
+        def replied(reply: dict) -> None:
+            self.status(f"Exported {reply.get('path', target)}")
+            if on_done is not None:
+                on_done(reply.get("path", str(target)))
+
+        self.host.request("figure.export", {"spec": view.spec(), "path": str(target),
+                                            "provenance": provenance}, on_reply=replied,
+                          on_error=lambda message: self.show_error("Export failed", message))
+
+    def export_selected_checkpoint(self) -> None:
+        record = self.runs_dock.current_record()
+        if record is None:
+            self.show_error("No run selected", "Select a run in the runs dock first.")
+            return
+        self.runs_dock.checkpoint_button.showMenu()
+
+    def export_checkpoint(self, source: Path) -> None:
+        dialog = QFileDialog(self, f"Export checkpoint {source.name} into a folder")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        dialog.fileSelected.connect(lambda folder: self.export_checkpoint_to(source, folder))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def export_checkpoint_to(self, source: Path, folder: str | os.PathLike,
+                             on_done=None) -> None:
+        def copied(target: Path) -> None:
+            self.status(f"Checkpoint copied to {target}")
+            if on_done is not None:
+                on_done(target)
+
+        self.run_in_thread(copy_checkpoint, Path(source), Path(folder), on_done=copied,
+                           on_error=lambda exc: self.show_error(
+                               "Export failed", f"{source} -> {folder}: {exc}"))
+
+    # -- settings, theme, layout ---------------------------------------------------------------
+    def open_settings(self) -> None:
+        from studio.settings_dialog import SettingsDialog
+
+        dialog = SettingsDialog(self.settings, str(self.workspace.root), self)
+        dialog.applied.connect(self.apply_settings)
+        dialog.open()
+
+    def apply_settings(self, choices) -> None:
+        self.settings.cluster = choices.cluster
+        self.set_theme(choices.theme)
+        restart = False
+        if choices.device != self.settings.device:
+            self.settings.device = choices.device
+            self.bridge.device = choices.device
+            restart = True
+        if choices.workspace and Path(choices.workspace) != self.workspace.root:
+            try:
+                workspace = Workspace(choices.workspace)
+            except Exception as exc:
+                self.show_error("Cannot use that workspace", f"{choices.workspace}: {exc}")
+            else:
+                self.settings.workspace = workspace.root
+                self.use_workspace(workspace)
+                restart = False  # use_workspace restarted it
+        if restart:
+            self.restart_engine()
+
+    def use_workspace(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.history.set_workspace(workspace)
+        self.runs_dock.reset()
+        self.bridge.set_workspace(workspace.root)
+        self.runs_dock.load_history()
+        self._update_title()
+        self._update_workspace_label()
+
+    def set_theme(self, theme: str, store: bool = True) -> None:
+        app = QApplication.instance()
+        if app.property("studioTheme") != theme:
+            apply_theme(app, theme)
+        if store:
+            self.settings.theme = theme
+        for action in self.theme_actions.actions():
+            action.setChecked(action.data() == theme)
+
+    def _restore_layout(self) -> None:
+        geometry, state = self.settings.window_state()
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(*DEFAULT_SIZE)
+        if isinstance(state, QByteArray) and not state.isEmpty():
+            self.restoreState(state)
+
+    def reset_layout(self) -> None:
+        self.restoreState(self._default_state)
+        self.runs_dock_widget.show()
+        self.history_dock_widget.hide()
+        self.resizeDocks([self.runs_dock_widget], [RUNS_DOCK_HEIGHT], Qt.Orientation.Vertical)
+
+    # -- messages ------------------------------------------------------------------------------
+    def show_error(self, title: str, message: str) -> None:
+        """A non-modal message box (the asyncio loop keeps running) and the log."""
+        log.warning("%s: %s", title, message)
+        self.errors.append((title, message))
+        self._message(QMessageBox.Icon.Warning, title, message)
+        self.status(f"{title}: {message.splitlines()[0] if message else ''}")
+
+    def show_info(self, title: str, message: str) -> None:
+        self._message(QMessageBox.Icon.Information, title, message)
+
+    def _message(self, icon, title: str, message: str) -> QMessageBox:
+        box = QMessageBox(icon, title, message, QMessageBox.StandardButton.Ok, self)
+        box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._message_boxes.append(box)
+        box.finished.connect(lambda _result, b=box: self._forget_box(b))
+        box.open()
+        return box
+
+    def _forget_box(self, box: QMessageBox) -> None:
+        if box in self._message_boxes:
+            self._message_boxes.remove(box)
+        box.deleteLater()
+
+    def status(self, text: str, timeout_ms: int = 6000) -> None:
+        self.statusBar().showMessage(text, timeout_ms)
+
+    def _offer_resubmission(self, submissions: list[dict]) -> None:
+        methods = ", ".join(s["method"] for s in submissions)
+        box = QMessageBox(QMessageBox.Icon.Question, "Queued jobs were lost",
+                          f"The engine died with {len(submissions)} queued job(s) ({methods}). "
+                          f"Submit them again?", QMessageBox.StandardButton.Yes
+                          | QMessageBox.StandardButton.No, self)
+        self._message_boxes.append(box)
+
+        def answered(result: int) -> None:
+            self._forget_box(box)
+            if result == QMessageBox.StandardButton.Yes:
+                self.resubmit(submissions)
+
+        box.finished.connect(answered)
+        box.open()
+
+    def resubmit(self, submissions: list[dict]) -> None:
+        for item in submissions:
+            self.submit(item["method"], item["params"], item.get("inputs"), item.get("seed", 0))
+
+    def show_shortcuts(self) -> None:
+        rows = []
+        for menu_action in self.menuBar().actions():
+            for action in menu_action.menu().actions():
+                keys = ", ".join(s.toString(QKeySequence.SequenceFormat.NativeText)
+                                 for s in action.shortcuts())
+                if keys:
+                    rows.append(f"<tr><td>{action.text().replace('&', '')}</td>"
+                                f"<td>&nbsp;&nbsp;<b>{keys}</b></td></tr>")
+        self.show_info("Keyboard shortcuts", "<table>" + "".join(rows) + "</table>")
+
+    def show_about(self) -> None:
+        self.show_info("About Studio",
+                       f"Studio {_studio_version()}: run the methods of nineteen NeurIPS 2026 "
+                       f"papers on your own data.\n\nWorkspace: {self.workspace.root}\n"
+                       f"Logs: {self.log_dir}")
+
+    def _open_file_externally(self, path: Path) -> None:
+        if not path.exists():
+            self.show_error("Not found", f"{path} does not exist yet.")
+            return
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+
+    # -- status --------------------------------------------------------------------------------
+    def _on_engine_state(self, state: str) -> None:
+        colour = ENGINE_COLOURS.get(state, "#8b949e")
+        self.engine_label.setText(f"<span style='color:{colour}'>●</span> "
+                                  f"{ENGINE_STATE_TEXT.get(state, state)}")
+        welcome = self.bridge.welcome
+        details = [f"state: {state}"]
+        if self.bridge.pid:
+            details.append(f"pid {self.bridge.pid}")
+        if welcome.get("executor"):
+            details.append(str(welcome["executor"]))
+        if welcome.get("devices"):
+            details.append("devices: " + ", ".join(welcome["devices"]))
+        if self.bridge.restarts:
+            details.append(f"restarted {self.bridge.restarts} time(s)")
+        self.engine_label.setToolTip("\n".join(details))
+        self._update_job_count()
+
+    def _update_job_count(self) -> None:
+        active = self.bridge.jobs.active()
+        running = sum(r.state in ("running", "cancelling") for r in active)
+        queued = len(active) - running
+        parts = ([f"{running} running"] if running else []) + (
+            [f"{queued} queued"] if queued else [])
+        self.jobs_label.setText(", ".join(parts))
+
+    def _update_title(self) -> None:
+        self.setWindowTitle(f"Studio — {self.workspace.root.name}")
+
+    def _update_workspace_label(self) -> None:
+        self.workspace_label.setText(f"workspace: {self.workspace.root}")
+        self.workspace_label.setToolTip(str(self.workspace.root))
+
+
+def _open_workspace(folder: str | os.PathLike) -> tuple[Workspace, str]:
+    """The workspace, or the default one (and why) when that folder cannot be used."""
+    try:
+        return Workspace(folder), ""
+    except (OSError, sqlite3.Error) as exc:
+        from engine.workspace import default_workspace
+
+        fallback = default_workspace()
+        return Workspace(fallback), f"{folder}: {exc}. Using {fallback} instead."
+
+
+def _import_all(modules: list[str]) -> None:
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a broken panel is reported when it is opened
+            log.info("prewarm: %s did not import (%s)", name, exc)
+
+
+def _studio_version() -> str:
+    from engine import __version__
+
+    return __version__

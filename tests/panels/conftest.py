@@ -1,0 +1,167 @@
+"""A PanelHost that lives in the test process: panels are tested without an engine.
+
+``FakeHost`` validates submissions with the methods' real pydantic Params (and the engine's
+own error format), hands out job ids, and lets a test play the engine's events
+(``host.emit(job, "job_progress", step=..., metrics=...)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import Field
+
+from engine.api import MethodParams, MethodSpec, ReproduceParams, reproduce_spec
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+class ToyTrainParams(MethodParams):
+    steps: int = Field(100, ge=1, le=10_000, description="training steps")
+    lr: float = Field(0.1, gt=0, le=10, description="step size")
+    loss: Literal["logistic", "cross_entropy"] = Field("logistic", description="which loss")
+    verbose: bool = Field(False, description="log every step")
+
+
+class ToyReproduceParams(ReproduceParams):
+    pass
+
+
+def _never(ctx, params, inputs):  # the fake host never runs methods
+    raise AssertionError("not run in tests")
+
+
+TOY_SPECS = [
+    MethodSpec(id="toy.train", title="Train the toy", paper="toy", params=ToyTrainParams,
+               run=_never, description="a method of a paper that does not exist"),
+    MethodSpec(id="toy.embed", title="Embed with the toy", paper="toy", params=MethodParams,
+               run=_never, inputs={"data": "array"}),
+    reproduce_spec("toy", "Reproduce the toy claim", _never, params=ToyReproduceParams),
+]
+
+
+def described_methods() -> list[dict]:
+    from engine.methods import diagnostics
+
+    return [spec.describe() for spec in TOY_SPECS + diagnostics.SPECS]
+
+
+class FakeHost:
+    """``panels.api.PanelHost`` in-process. Records what the panel asked for."""
+
+    def __init__(self, run_root: Path, methods: list[dict] | None = None) -> None:
+        from engine.methods import diagnostics
+
+        self.run_root = Path(run_root)
+        self._methods = described_methods() if methods is None else methods
+        self._params = {spec.id: spec.params for spec in TOY_SPECS + diagnostics.SPECS}
+        self._subscribers: list[Callable[[dict], None]] = []
+        self._ids = itertools.count(1)
+        self._seq: dict[str, int] = {}
+        self.submitted: list[dict] = []
+        self.cancelled: list[tuple[str, bool]] = []
+        self.requests: list[tuple[str, dict]] = []
+        self.errors: list[tuple[str, str]] = []
+        self.early_events = False   # emit "queued" before answering job_accepted
+
+    def methods(self) -> list[dict]:
+        return list(self._methods)
+
+    def set_methods(self, methods: list[dict]) -> None:
+        self._methods = methods
+
+    def subscribe(self, callback: Callable[[dict], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def submit_job(self, method, params, inputs=None, seed=0, on_accepted=None, on_error=None):
+        from pydantic import ValidationError
+
+        from engine.jobs import format_validation_error
+
+        self.submitted.append({"method": method, "params": params, "inputs": inputs or {},
+                               "seed": seed})
+        try:
+            self._params[method].model_validate(params)
+        except ValidationError as exc:
+            if on_error:
+                on_error(format_validation_error(method, exc))
+            return
+        job = f"20260101-000000-{next(self._ids):06x}"
+        (self.run_root / job / "artifacts").mkdir(parents=True)
+        if self.early_events:
+            self.emit(job, "job_state", state="queued", reason="")
+        if on_accepted:
+            on_accepted(job)
+        if not self.early_events:
+            self.emit(job, "job_state", state="queued", reason="")
+
+    def emit(self, job: str, type_: str, **content) -> dict:
+        self._seq[job] = self._seq.get(job, 0) + 1
+        envelope = {"v": 1, "id": f"e{self._seq[job]}", "type": type_, "session": None,
+                    "job": job, "seq": self._seq[job], "parent": None, "content": content}
+        for callback in list(self._subscribers):
+            callback(envelope)
+        return envelope
+
+    def cancel_job(self, job_id: str, hard: bool = False) -> None:
+        self.cancelled.append((job_id, hard))
+
+    def request(self, name, args, on_reply, on_error=None) -> None:
+        self.requests.append((name, args))
+        if name == "figure.export":  # the engine renders it (tested there); answer as it does
+            Path(args["path"]).write_bytes(b"%PDF-1.4 (stand-in)\n")
+            on_reply({"path": args["path"]})
+        elif on_error:
+            on_error(f"unknown request {name}")
+
+    def run_dir(self, run_id: str) -> str:
+        return str(self.run_root / run_id)
+
+    def push_edit(self, document, command, model) -> None:
+        command.apply(model)
+
+    def show_error(self, title: str, message: str) -> None:
+        self.errors.append((title, message))
+
+
+@pytest.fixture
+def fake_host(tmp_path: Path) -> FakeHost:
+    return FakeHost(tmp_path / "runs")
+
+
+def close_widget(widget) -> None:
+    """Close and delete now (see "Pitfalls already known" in ARCHITECTURE.md)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QApplication
+
+    widget.close()
+    widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    QApplication.processEvents()
+
+
+@pytest.fixture
+def make_widget(qtbot):
+    """``make_widget(cls, *args)``: a widget that is closed and deleted after the test."""
+    made = []
+
+    def make(factory, *args, **kwargs):
+        widget = factory(*args, **kwargs)
+        made.append(widget)
+        return widget
+
+    yield make
+    for widget in reversed(made):
+        with contextlib.suppress(RuntimeError):  # already deleted with its parent
+            close_widget(widget)

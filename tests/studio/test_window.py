@@ -1,0 +1,130 @@
+"""The main window without an engine: welcome page, panels, layout, settings, shortcuts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from studio.catalogue import load_catalogue
+from studio.main_window import MainWindow
+
+SPECS = Path(__file__).resolve().parents[3] / "shared" / "papers"
+
+
+def test_catalogue_lists_the_nineteen_papers():
+    papers = load_catalogue()
+    assert len(papers) == 19
+    assert len({p.slug for p in papers}) == 19
+    assert [p.slug for p in papers if p.available] == ["eos"]
+    assert all(p.title and p.one_line and p.panel for p in papers)
+    assert all(p.coming for p in papers if not p.available)
+    if SPECS.is_dir():  # every paper has its spec, and the other way round
+        assert {p.slug for p in papers} == {f.stem for f in SPECS.glob("*.md")} - {"README"}
+
+
+def test_window_opens_on_the_welcome_page_with_every_paper(main_window):
+    assert main_window.tabs.currentWidget() is main_window.welcome
+    cards = main_window.welcome.cards
+    assert len(cards) == 19
+    assert all(card.isVisible() for card in cards)
+    eos = next(card for card in cards if card.paper.slug == "eos")
+    assert eos.button.isEnabled() and "Open" in eos.button.text()
+    coming = next(card for card in cards if card.paper.slug == "brainworld")
+    assert not coming.coming_label.isVisible()
+    coming.button.click()
+    assert coming.coming_label.isVisible()
+    assert "fMRI" in coming.coming_label.text()
+
+
+def test_filter_narrows_the_cards(main_window):
+    main_window.welcome.filter.setText("flow")
+    shown = main_window.welcome.visible_papers()
+    assert {"ccfm", "branching_flows"} <= set(shown) and "eos" not in shown
+    main_window.welcome.filter.setText("no such paper at all")
+    assert main_window.welcome.visible_papers() == []
+    assert main_window.welcome.no_match.isVisible()
+    main_window.welcome.filter.clear()
+    assert len(main_window.welcome.visible_papers()) == 19
+
+
+def test_an_available_paper_opens_its_panel_on_that_paper(main_window, monkeypatch):
+    chosen = []
+    main_window.open_paper("eos")
+    panel = main_window.panel_widgets.get("lab")
+    if panel is None:  # the lab's widget is not importable: the user got a message instead
+        assert main_window.errors and "Lab" in main_window.errors[-1][1]
+        return
+    assert main_window.tabs.currentWidget() is panel
+    monkeypatch.setattr(panel, "select_paper", chosen.append)
+    main_window.tabs.setCurrentIndex(0)
+    main_window.open_paper("eos")  # the same panel again, not a second one
+    assert chosen == ["eos"]
+    assert main_window.tabs.count() == 2
+
+
+def test_a_missing_panel_is_a_message_not_a_crash(main_window):
+    assert main_window.open_panel("no-such-panel") is None
+    assert main_window.errors[-1][0] == "Cannot open the panel"
+    boxes = [w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox)]
+    assert any("no-such-panel" in box.text() for box in boxes)
+    assert main_window.tabs.count() == 1
+
+
+def test_shortcuts(main_window):
+    def keys(action):
+        return {s.toString() for s in action.shortcuts()}
+
+    assert "Ctrl+O" in keys(main_window.open_action)
+    assert "Ctrl+Z" in keys(main_window.undo_action)
+    assert "Ctrl+Shift+Z" in keys(main_window.redo_action)
+    assert "Ctrl+Q" in keys(main_window.quit_action)
+    assert QKeySequence("Ctrl+,").toString() in keys(main_window.settings_action)
+    every = {s.toString() for menu in main_window.menuBar().actions()
+             for action in menu.menu().actions() for s in action.shortcuts()}
+    assert {"F5", "Shift+F5", "F1"} <= every
+
+
+def test_dock_layout_and_theme_persist(qtbot, qasync_loop, workspace_dir, studio_settings,
+                                       studio_dirs):
+    first = MainWindow(settings=studio_settings, workspace=workspace_dir,
+                       log_dir=studio_dirs / "logs")
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitExposed(first)
+    assert first.runs_dock_widget.isVisible()
+    first.runs_dock_widget.hide()
+    first.history_dock_widget.show()
+    first.set_theme("light")
+    first.close()
+
+    second = MainWindow(settings=studio_settings, workspace=workspace_dir,
+                        log_dir=studio_dirs / "logs")
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitExposed(second)
+    try:
+        assert not second.runs_dock_widget.isVisible()
+        assert second.history_dock_widget.isVisible()
+        assert second.settings.theme == "light"
+        assert QApplication.instance().property("studioTheme") == "light"
+        second.reset_layout()
+        assert second.runs_dock_widget.isVisible()
+    finally:
+        second.set_theme("dark")
+        second.close()
+
+
+def test_settings_are_stored(main_window, tmp_path):
+    from studio.settings_dialog import Choices
+
+    other = tmp_path / "other-workspace"
+    main_window.apply_settings(Choices(workspace=str(other), device="cpu",
+                                       cluster="ray://head:10001", theme="dark"))
+    assert main_window.settings.device == "cpu"
+    assert main_window.settings.cluster == "ray://head:10001"
+    assert main_window.settings.workspace == other
+    assert main_window.workspace.root == other
+    assert (other / "studio.sqlite").exists()
+    assert main_window.bridge.workspace == str(other)
