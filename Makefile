@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, exactly pinned: pip then takes the local CPU build instead of a CUDA download
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e ".[engine,gui,dev]"
+	# torchcfm (compared against in tests) without its torchdyn -> torchvision dependency
+	$(PIP) install -q --no-deps "torchcfm==1.0.7"
 	touch $(STAMP)
 
 run: $(STAMP)
