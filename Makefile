@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
 
-.PHONY: run test lint bench reproduce clean-venv
+.PHONY: run test lint bench reproduce screenshots clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# The README's screenshots, made by the real app under a virtual X server
+screenshots: $(STAMP)
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(PY) docs/screenshots.py
 
 # Full-size reproductions (minutes each): make reproduce SLUG=eos
 reproduce: $(STAMP)

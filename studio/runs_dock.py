@@ -125,6 +125,7 @@ class RunsDock(QWidget):
         self.table.customContextMenuRequested.connect(self._context_menu)
         self.table.selectionModel().selectionChanged.connect(self._on_selection)
         self.table.doubleClicked.connect(lambda _index: self.tabs.setCurrentIndex(TAB_DETAILS))
+        self.table.addAction(self.delete_action)  # the Delete key works in the table too
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)

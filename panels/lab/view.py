@@ -383,6 +383,9 @@ class LabPanel(QWidget):
         if job.finished:
             self.progress.setVisible(job.state == "succeeded" and job.total is not None)
             if job.state == "succeeded":
+                if job.total:  # a method may count its last step as total - 1
+                    self.progress.setValue(int(job.total))
+                    self.progress.setFormat(f"step {job.total} / {job.total}")
                 self._load_full_metrics(job)
                 self._reveal_results(job)
         self.cancel_button.setText("Kill" if job.state == "cancelling" else "Cancel")

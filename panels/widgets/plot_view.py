@@ -145,6 +145,9 @@ class PlotSpecView(QWidget):
     def set_log(self, logx: bool, logy: bool) -> None:
         self._log = (logx, logy)
         self._plot.setLogMode(x=logx, y=logy)
+        # An SI prefix on a log axis ("x0.001" beside ticks of 10^2) misreads the values.
+        self._plot.getAxis("bottom").enableAutoSIPrefix(not logx)
+        self._plot.getAxis("left").enableAutoSIPrefix(not logy)
         for y, _name, line in self._hlines:  # InfiniteLine does not follow the log mode
             line.setPos(self._hline_position(y))
 

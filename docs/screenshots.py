@@ -1,0 +1,296 @@
+"""Regenerate the README's screenshots from the real application (``make screenshots``).
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" .venv/bin/python docs/screenshots.py [--out DIR]
+
+Builds the real ``MainWindow`` (dark theme, 1400x900) on a fresh temporary workspace, with
+its settings and logs in the same temporary folder (nothing of the user's is read or written),
+starts its engine, drives it as a user would, and saves into ``docs/images/``:
+
+- ``welcome.png``       the welcome page and its nineteen papers;
+- ``lab-eos.png``       the lab after ``eos.train`` (eta = 10/L, 100 steps): live curves, and
+                        the run in the runs dock;
+- ``lab-claim.png``     the lab's Claim tab after "Reproduce claim" in smoke mode;
+- ``runs-compare.png``  the runs dock overlaying the loss of two ``eos.train`` runs with
+                        different step sizes.
+
+Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
+error, and always closes the window and stops the engine. Takes under a minute on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DEFAULT = ROOT / "docs" / "images"
+WINDOW_SIZE = (1400, 900)
+THEME = "dark"
+TOTAL_TIMEOUT_S = 180
+ENGINE_TIMEOUT_S = 90
+JOB_TIMEOUT_S = 90
+SETTLE_S = 0.6  # pyqtgraph redraws at most 30 times a second; let the last frame land
+# eos.train as the README shows it: eta = 10/L is above 2/L, so the loss rises early on
+# within its first ten steps, which 100 steps leave wide enough to see
+EOS_PARAMS = {"eta_times_inv_L": 10.0, "steps": 100, "record_every": 1}
+COMPARE_ETA = 1.0  # the second run of the comparison: a stable step size
+COMPARE_DOCK_HEIGHT = 470
+
+sys.path.insert(0, str(ROOT))  # run as a file: import the checkout's packages
+
+
+class StepFailed(Exception):
+    """A step did not do what the screenshot needs; the message says which and why."""
+
+
+async def wait_until(what: str, condition: Callable[[], bool], timeout_s: float) -> None:
+    """Poll ``condition`` while the Qt/asyncio loop runs; StepFailed after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise StepFailed(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def settle(window) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    await asyncio.sleep(SETTLE_S)
+    for plot in _plots(window):
+        plot.flush()
+    QApplication.processEvents()
+    await asyncio.sleep(0.1)
+
+
+def _plots(window) -> list:
+    from panels.widgets.plot_view import PlotSpecView
+
+    return window.findChildren(PlotSpecView)
+
+
+def save(window, out: Path, name: str) -> None:
+    if window.errors:
+        raise StepFailed(f"the window showed an error before {name}: {window.errors}")
+    path = out / name
+    if not window.grab().save(str(path)):
+        raise StepFailed(f"could not write {path}")
+    print(f"  wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}",
+          flush=True)
+
+
+def check_job(job, method: str) -> None:
+    if job is None or job.method != method:
+        raise StepFailed(f"the lab's current job is {job and job.method}, not {method}")
+    if job.state != "succeeded":
+        raise StepFailed(f"{method} ended {job.state}: {job.reason}")
+
+
+async def run_in_lab(lab, start: Callable[[], None], method: str):
+    """Start a job from the lab (Run or Reproduce claim) and wait for it to finish."""
+    before = lab.model.current
+    start()
+    await wait_until(f"{method} to be accepted",
+                     lambda: lab.model.current is not None and lab.model.current is not before,
+                     JOB_TIMEOUT_S)
+    await wait_until(f"{method} to finish", lambda: lab.model.current.finished, JOB_TIMEOUT_S)
+    check_job(lab.model.current, method)
+    return lab.model.current
+
+
+async def drive(window, out: Path) -> None:
+    from PySide6.QtCore import Qt
+
+    from panels.lab.view import TAB_CLAIM, TAB_LIVE
+    from studio.runs_dock import TAB_METRICS
+
+    t0 = time.monotonic()
+    dock = window.runs_dock
+
+    def step(text: str) -> None:
+        print(f"[{time.monotonic() - t0:5.1f} s] {text}", flush=True)
+
+    step("waiting for the engine")
+    await wait_until("the engine to be ready", lambda: window.bridge.is_ready, ENGINE_TIMEOUT_S)
+    await wait_until("the runs dock's plot to be built (prewarm)", lambda: dock.plot is not None,
+                     ENGINE_TIMEOUT_S)
+    cards = len(window.welcome.cards)
+    if cards != 19:
+        raise StepFailed(f"the welcome page lists {cards} papers, not nineteen")
+    window.tabs.setCurrentWidget(window.welcome)
+    window.runs_dock_widget.hide()  # View > Runs (Ctrl+Shift+R): more of the papers show
+    await settle(window)
+    save(window, out, "welcome.png")
+    window.runs_dock_widget.show()
+
+    step("eos.train in the lab")
+    window.open_paper("eos")
+    lab = window.panel_widgets.get("lab")
+    if lab is None:
+        raise StepFailed(f"the eos paper did not open the lab panel: {window.errors}")
+    await wait_until("the lab to list eos.train", lambda: "eos.train" in lab.model.methods,
+                     ENGINE_TIMEOUT_S)
+    lab.select_paper("eos")
+    if lab.model.selected != "eos.train":
+        raise StepFailed(f"the lab selected {lab.model.selected}, not eos.train")
+    lab.form.set_values(EOS_PARAMS)
+    if lab.form.validate():
+        raise StepFailed(f"the form refused {EOS_PARAMS}: {lab.form.validate()}")
+    first = await run_in_lab(lab, lab.run, "eos.train")
+    loss = lab.live_plots.get("loss")
+    if loss is None or loss.point_count("loss") != EOS_PARAMS["steps"] + 1:
+        raise StepFailed("the live loss curve does not hold every step: "
+                         f"{loss and loss.point_count('loss')}")
+    ys = loss.spec()["series"][0]["y"][:200]
+    if not any(b > a for a, b in zip(ys, ys[1:], strict=False)):
+        raise StepFailed("the loss never rises in the first 200 steps (no edge of stability)")
+    lab.tabs.setCurrentIndex(TAB_LIVE)
+    dock.tabs.setCurrentIndex(TAB_METRICS)
+    dock.select(first.id)
+    await wait_until("the runs dock to draw the run's curve",
+                     lambda: dock.curve_point_count() == EOS_PARAMS["steps"] + 1, JOB_TIMEOUT_S)
+    await settle(window)
+    save(window, out, "lab-eos.png")
+
+    step("eos.reproduce (smoke) in the lab")
+    lab.smoke_box.setChecked(True)
+    claim_job = await run_in_lab(lab, lab.reproduce, "eos.reproduce")
+    await wait_until("the claim to show", lambda: lab.claim_view.claim is not None, 10)
+    if lab.claim_view.verdict() not in ("PASS", "FAIL") or not lab.claim_view.row_verdicts():
+        raise StepFailed(f"the claim view shows no verdict table ({lab.claim_view.verdict()!r})")
+    lab.tabs.setCurrentIndex(TAB_CLAIM)
+    dock.select(claim_job.id)
+    await settle(window)
+    save(window, out, "lab-claim.png")
+
+    step(f"a second eos.train (eta = {COMPARE_ETA}/L) and the comparison")
+    lab.select_method("eos.train")
+    lab.form.set_values({**EOS_PARAMS, "eta_times_inv_L": COMPARE_ETA})
+    second = await run_in_lab(lab, lab.run, "eos.train")
+    lab.tabs.setCurrentIndex(TAB_LIVE)  # the lab shows the new run's artifacts when it ends
+    window.resizeDocks([window.runs_dock_widget], [COMPARE_DOCK_HEIGHT], Qt.Orientation.Vertical)
+    dock.select(first.id, second.id)
+    await wait_until("the runs dock to overlay both runs",
+                     lambda: dock.plot is not None and len(dock.plot.series_names()) == 2,
+                     JOB_TIMEOUT_S)
+    dock.metric_combo.setCurrentText("loss")
+    await wait_until("both loss curves on the plot",
+                     lambda: dock.curve_point_count() == 2 * (EOS_PARAMS["steps"] + 1),
+                     JOB_TIMEOUT_S)
+    if "comparing 2 runs" not in dock.compare_note.text():
+        raise StepFailed(f"the dock does not say it compares two runs: "
+                         f"{dock.compare_note.text()!r}")
+    await settle(window)
+    save(window, out, "runs-compare.png")
+    step("done")
+
+
+async def _engine_reaped(window, timeout_s: float = 3.0) -> None:
+    """Let the loop see the engine process exit (its child watcher reports to the loop)."""
+    process = getattr(window.bridge, "_process", None)
+    deadline = time.monotonic() + timeout_s
+    while (process is not None and process.returncode is None
+           and time.monotonic() < deadline):
+        await asyncio.sleep(0.05)
+
+
+def _cancel_tasks(loop) -> None:
+    """As studio.app does at exit: cancel what is left and let it finish."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT_DEFAULT, help="where the PNGs go")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary workspace, settings and logs")
+    args = parser.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+
+    home = Path(tempfile.mkdtemp(prefix="studio-screenshots-"))
+    # Nothing of the user's: workspace, logs and settings live in the temporary folder.
+    os.environ["STUDIO_WORKSPACE"] = str(home / "workspace")
+    os.environ["STUDIO_LOG_DIR"] = str(home / "logs")
+    os.environ["XDG_CONFIG_HOME"] = str(home / "config")
+    os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
+    if not os.environ.get("DISPLAY") and not os.environ.get("QT_QPA_PLATFORM"):
+        print("screenshots: no X display; run under xvfb-run (see the docstring)",
+              file=sys.stderr)
+        return 2
+
+    import qasync
+    from PySide6.QtCore import QCoreApplication, QEvent, QSettings
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("Studio")
+    app.setOrganizationName("Studio")
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+
+    from studio.main_window import MainWindow
+    from studio.theme import apply_theme
+
+    apply_theme(app, THEME)  # before any widget exists, as studio.app does
+    settings = QSettings(str(home / "studio.ini"), QSettings.Format.IniFormat)
+    settings.setValue("appearance/theme", THEME)
+    window = MainWindow(settings=settings, workspace=home / "workspace", log_dir=home / "logs")
+    window.set_theme(THEME, store=False)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    window.start()
+
+    started = time.monotonic()
+    code = 0
+    try:
+        with loop:
+            try:
+                loop.run_until_complete(asyncio.wait_for(drive(window, out), TOTAL_TIMEOUT_S))
+            except StepFailed as exc:
+                print(f"screenshots: FAILED: {exc}", file=sys.stderr)
+                code = 1
+            except (TimeoutError, asyncio.TimeoutError):
+                print(f"screenshots: FAILED: not done within {TOTAL_TIMEOUT_S} s",
+                      file=sys.stderr)
+                code = 1
+            except Exception:
+                traceback.print_exc()
+                code = 1
+            finally:
+                # stop the engine while the loop runs, so asyncio reaps its process
+                window.shutdown()
+                loop.run_until_complete(_engine_reaped(window))
+                _cancel_tasks(loop)
+    finally:
+        # see "Pitfalls already known" in ARCHITECTURE.md: close + deleteLater + processEvents
+        window.shutdown()
+        for widget in app.topLevelWidgets():
+            if widget.isVisible() or widget is window:
+                widget.close()
+                widget.deleteLater()
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+        app.processEvents()
+        if args.keep:
+            print(f"screenshots: kept {home}")
+        elif code:
+            print(f"screenshots: the logs are in {home / 'logs'} (kept)", file=sys.stderr)
+        else:
+            shutil.rmtree(home, ignore_errors=True)
+    print(f"screenshots: {'failed' if code else 'done'} in {time.monotonic() - started:.0f} s")
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
