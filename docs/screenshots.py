@@ -11,7 +11,9 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
                         the run in the runs dock;
 - ``lab-claim.png``     the lab's Claim tab after "Reproduce claim" in smoke mode;
 - ``runs-compare.png``  the runs dock overlaying the loss of two ``eos.train`` runs with
-                        different step sizes.
+                        different step sizes;
+- ``lab-ccfm.png``      the lab's Artifacts tab after ``ccfm.sample``: the chance-constrained
+                        sample cloud against the ground truth and the constraint.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -108,7 +110,7 @@ async def run_in_lab(lab, start: Callable[[], None], method: str):
 async def drive(window, out: Path) -> None:
     from PySide6.QtCore import Qt
 
-    from panels.lab.view import TAB_CLAIM, TAB_LIVE
+    from panels.lab.view import TAB_ARTIFACTS, TAB_CLAIM, TAB_LIVE
     from studio.runs_dock import TAB_METRICS
 
     t0 = time.monotonic()
@@ -189,6 +191,20 @@ async def drive(window, out: Path) -> None:
                          f"{dock.compare_note.text()!r}")
     await settle(window)
     save(window, out, "runs-compare.png")
+
+    step("ccfm.sample in the lab")
+    lab.select_method("ccfm.sample")
+    if lab.model.selected != "ccfm.sample":
+        raise StepFailed(f"the lab selected {lab.model.selected}, not ccfm.sample")
+    await run_in_lab(lab, lab.run, "ccfm.sample")
+    rows = [lab.artifact_list.item(i) for i in range(lab.artifact_list.count())]
+    cloud = next((item for item in rows if item.text().startswith("cloud_ccfm ")), None)
+    if cloud is None:
+        raise StepFailed(f"no cloud_ccfm artifact among {[item.text() for item in rows]}")
+    lab.artifact_list.setCurrentItem(cloud)
+    lab.tabs.setCurrentIndex(TAB_ARTIFACTS)
+    await settle(window)
+    save(window, out, "lab-ccfm.png")
     step("done")
 
 
