@@ -20,11 +20,13 @@ import traceback
 
 from engine import protocol
 from engine.context import Cancelled, JobContext
+from engine.threads import limit_threads
 
 
 class Worker:
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, threads: int = 1) -> None:
         self.sock = sock
+        self.threads = threads
         self.inbox: queue.Queue[dict | None] = queue.Queue()
         self.current: JobContext | None = None
         self.current_id: str | None = None
@@ -82,7 +84,8 @@ class Worker:
         self.current, self.current_id = ctx, job_id
         emit({"type": "job_state", "state": "running", "device": ctx.device})
         try:
-            outputs = spec.run(ctx, params, dict(job.get("inputs", {})))
+            with limit_threads(min(self.threads, max(1, int(spec.resources.cpus)))):
+                outputs = spec.run(ctx, params, dict(job.get("inputs", {})))
             ctx.flush()
             emit({"type": "job_result", "outputs": outputs or {}})
             emit({"type": "done", "state": "succeeded", "reason": ""})
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         with contextlib.suppress(ImportError):
             import torch  # noqa: F401  (a warm worker starts jobs without the import delay)
     try:
-        Worker(socket.socket(fileno=args.fd)).serve()
+        Worker(socket.socket(fileno=args.fd), threads=args.threads).serve()
     except (OSError, protocol.ProtocolError):
         os._exit(0)  # the engine closed our socket while we were talking to it
 

@@ -21,7 +21,6 @@ median must be feasible) is the default; the reproduction reports a sweep over e
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -55,19 +54,6 @@ Problem = Literal["mixture_2d_halfspace", "mixture_2d_equality", "mixture_10d_ha
 DEFAULT_EPS = 0.5
 EPS_SWEEP = (0.05, 0.2, 0.5, 0.8, 0.95)
 
-
-def single_threaded(run: Callable) -> Callable:
-    """Run a job with one BLAS thread: its products are small, and a second thread on a busy
-    two-core machine costs far more than it gains (the job asks for one CPU)."""
-
-    @functools.wraps(run)
-    def wrapped(ctx: JobContext, params, inputs: dict) -> dict:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):
-            return run(ctx, params, inputs)
-
-    return wrapped
 
 
 # -- problems ------------------------------------------------------------------------------------
@@ -241,7 +227,6 @@ class SampleParams(MethodParams):
     scenarios: int = Field(256, ge=8, le=100_000, description="SAA scenarios (disk)")
 
 
-@single_threaded
 def run_sample(ctx: JobContext, params: SampleParams, inputs: dict) -> dict:
     rng = np.random.default_rng(ctx.seed)
     problem = mixture_problem(params.problem)
@@ -323,7 +308,6 @@ def heat_problem(p: HeatParams, model) -> ConstrainedProblem:
                                                          mass=p.target_mass))
 
 
-@single_threaded
 def run_train_heat(ctx: JobContext, params: HeatParams, inputs: dict) -> dict:
     from engine.models import heat_equation as heat
 
@@ -371,7 +355,6 @@ class ReproduceCcfmParams(ReproduceParams):
     eps: float = Field(DEFAULT_EPS, gt=0, lt=1, description="CCFM risk level of the verdict")
 
 
-@single_threaded
 def run_reproduce(ctx: JobContext, params: ReproduceCcfmParams, inputs: dict) -> dict:
     started = time.monotonic()
     seeds = [ctx.seed + s for s in range(1 if params.smoke else params.seeds)]

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -53,6 +52,7 @@ from engine.api import (
     reproduce_spec,
 )
 from engine.plots import plot, series
+from engine.threads import limit_threads
 
 if TYPE_CHECKING:
     from engine.context import JobContext
@@ -192,7 +192,7 @@ def train_gd(
     from engine.models import linear_classifier as lc
 
     measure_sharpness = lc.sharpness if sharpness_method == "exact" else lc.linear_power_sharpness
-    with _one_torch_thread():
+    with limit_threads(1):
         w = lc.init_weights(cfg) if w0 is None else w0.clone()
         L = measure_sharpness(cfg, w, X, y)
         eta = eta_times_inv_L / L
@@ -235,17 +235,6 @@ def train_gd(
                       sharpness=np.array(recorded_sharpness), w_final=w, weights=weights)
 
 
-@contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors: handing each op to a second thread costs ~10x the arithmetic."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def oscillation_amplitude(traj: Trajectory, window: int = AMPLITUDE_WINDOW

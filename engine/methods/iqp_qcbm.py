@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -45,6 +44,7 @@ from engine.api import (
     reproduce_spec,
 )
 from engine.plots import plot, series
+from engine.threads import limit_threads
 
 if TYPE_CHECKING:
     from engine.context import JobContext
@@ -56,13 +56,6 @@ PENNYLANE_MAX_QUBITS = 12
 TABLE_ROWS = 5000  # rows of the expectations table; the array artifact holds all of them
 
 
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """The products here are small: a second BLAS thread on a busy 2-core machine costs ~100x."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        yield
 
 
 def make_generators(family: str, n: int, edge_prob: float, seed: int) -> np.ndarray:
@@ -113,7 +106,7 @@ def run_expectations(ctx: JobContext, params: ExpectationsParams, inputs: dict) 
     ops = iqp.low_order_ops(params.n, params.max_weight)
     sums, squares, done = np.zeros(len(ops)), np.zeros(len(ops)), 0
     started = time.perf_counter()
-    with one_blas_thread():
+    with limit_threads(1):
         while done < params.samples:
             ctx.check_cancelled()
             count = min(params.batch, params.samples - done)
@@ -303,7 +296,7 @@ def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
     ctx.log(f"{params.dataset}: {len(data)} bitstrings of {n} bits; {params.family} circuit with "
             f"{G.shape[0]} generators; kernel sigma {params.sigma:g} (p = "
             f"{iqp.spectral_p(params.sigma):.3g})")
-    with one_blas_thread():
+    with limit_threads(1):
         result = train_circuit(G, data, params, rng, ctx.check_cancelled,
                                lambda step, metrics: ctx.progress(step, params.steps, **metrics))
     outputs = {"theta": ctx.save_artifact("theta", result.theta),
@@ -480,7 +473,7 @@ def run_variance_points(ctx: JobContext, p: VarianceParams, progress_offset: int
     points = []
     ns = range(p.n_min, p.n_max + 1)
     total = progress_total or len(p.families) * len(ns)
-    with one_blas_thread():
+    with limit_threads(1):
         for family in p.families:
             for n in ns:
                 point = variance_point(family, n, p, ctx.seed, ctx.check_cancelled)
@@ -566,7 +559,7 @@ def run_reproduce(ctx: JobContext, params: ReproduceIqpParams, inputs: dict) -> 
     rng = np.random.default_rng(ctx.seed)
     mc_rows, pl_diffs, z_fracs = [], [], []
     samples = 2000 if params.smoke else 20_000
-    with one_blas_thread():
+    with limit_threads(1):
         for offset, family in enumerate(families):
             ctx.check_cancelled()
             G = iqp.generator_set(family, check_n, edge_prob=study.edge_prob, seed=ctx.seed)

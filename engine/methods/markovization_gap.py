@@ -20,7 +20,6 @@ final loss and the gap are the same integral.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from collections.abc import Callable
@@ -47,19 +46,6 @@ if TYPE_CHECKING:
 PAPER = "markovization_gap"
 Dataset = Literal["eight_gaussians", "digits_pca"]
 
-
-def single_threaded(run: Callable) -> Callable:
-    """Run a job with one BLAS thread: its products are small, and a second thread on a busy
-    two-core machine costs far more than it gains (the job asks for one CPU)."""
-
-    @functools.wraps(run)
-    def wrapped(ctx: JobContext, params, inputs: dict) -> dict:
-        from threadpoolctl import threadpool_limits
-
-        with threadpool_limits(limits=1):
-            return run(ctx, params, inputs)
-
-    return wrapped
 
 
 class ChoiceParams(MethodParams):
@@ -129,7 +115,6 @@ def estimate_gap(p: ChoiceParams, data: np.ndarray, rng: np.random.Generator,
 
 # -- markovization_gap.estimate ------------------------------------------------------------------
 
-@single_threaded
 def run_estimate(ctx: JobContext, params: ChoiceParams, inputs: dict) -> dict:
     rng = np.random.default_rng(ctx.seed)
     data = load_data(params, rng)
@@ -210,7 +195,6 @@ def train_flow(p: TrainParams, data: np.ndarray, rng: np.random.Generator, seed:
                         final_curve=curve, model=model)
 
 
-@single_threaded
 def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
     from engine.models import mlp_flow as mf
 
@@ -271,7 +255,6 @@ def choice_params(dataset: str, coupling: str, bridge: str, sigma: float, smoke:
     return TrainParams(dataset=dataset, coupling=coupling, bridge=bridge, sigma=sigma, **small)
 
 
-@single_threaded
 def run_reproduce(ctx: JobContext, params: ReproduceGapParams, inputs: dict) -> dict:
     started = time.monotonic()
     seeds = [ctx.seed + s for s in range(2 if params.smoke else params.seeds)]

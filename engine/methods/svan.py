@@ -54,6 +54,7 @@ from engine.api import (
 )
 from engine.io import FormatError
 from engine.plots import plot, series
+from engine.threads import limit_threads
 
 if TYPE_CHECKING:
     from engine.context import JobContext
@@ -474,9 +475,10 @@ def run_train(ctx: JobContext, params: Params, inputs: dict) -> dict:
             f"{data.n_interactions} interactions, actions {data.action_names}; "
             f"{len(split.eval_rows)} held-out interactions")
     variants = VARIANTS if params.variant == "both" else (params.variant,)
-    runs = _with_threads(lambda: train_variants(
-        data, split, params, ctx.seed, variants, ctx.check_cancelled,
-        on_eval=lambda step, runs: ctx.progress(step, params.steps, **progress_metrics(runs))))
+    with limit_threads(1):
+        runs = train_variants(
+            data, split, params, ctx.seed, variants, ctx.check_cancelled,
+            on_eval=lambda step, runs: ctx.progress(step, params.steps, **progress_metrics(runs)))
     outputs = save_figures(ctx, runs, params.k)
     for name, run in runs.items():
         outputs[f"checkpoint_{name}"] = ctx.save_checkpoint(
@@ -492,19 +494,6 @@ def run_train(ctx: JobContext, params: Params, inputs: dict) -> dict:
     return outputs
 
 
-def _with_threads(fn: Callable[[], Any]) -> Any:
-    """One torch and one BLAS thread: these small products run 2-5x slower when split on a
-    busy machine."""
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            return fn()
-    finally:
-        torch.set_num_threads(threads)
 
 
 def final_summary(run: VariantRun) -> dict:
@@ -595,8 +584,9 @@ def run_reproduce(ctx: JobContext, params: ReproduceParams, inputs: dict) -> dic
         def report(step: int, runs: dict[str, VariantRun], index: int = index) -> None:
             ctx.progress(index * (p.steps + 1) + step, len(seeds) * (p.steps + 1),
                          **progress_metrics(runs))
-        results[seed] = _with_threads(lambda seed=seed, report=report: train_variants(
-            data, split, p, seed, VARIANTS, ctx.check_cancelled, report))
+        with limit_threads(1):
+            results[seed] = train_variants(data, split, p, seed, VARIANTS, ctx.check_cancelled,
+                                           report)
         ctx.log(f"seed {seed}: " + "; ".join(
             f"{name} NDCG@10 {run.final.ndcg:.4f} AUC {run.final.auc:.4f} "
             f"erank {run.final.erank['items']:.2f}" for name, run in results[seed].items()))

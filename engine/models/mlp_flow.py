@@ -9,13 +9,14 @@ units) on batches that a callable draws, with Adam at a constant learning rate.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
+
+from engine.threads import limit_threads
 
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray]  # (t (B,), X_t (B, d), U_t (B, d))
 
@@ -52,7 +53,7 @@ def fit(model: MLPFlow, draw_batch: Callable[[int], Batch], steps: int, lr: floa
     optimiser = Adam(list(model.parameters()), lr)
     losses = np.empty(steps)
     model.train()
-    with one_torch_thread():
+    with limit_threads(1):
         for step in range(steps):
             check_cancelled()
             t, x_t, u_t = (torch.as_tensor(a, dtype=torch.float32) for a in draw_batch(step))
@@ -85,15 +86,6 @@ class Adam:
             p.sub_(self.lr * (m / correction1) / ((v / correction2).sqrt() + 1e-8))
 
 
-@contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Small models: a second intra-op thread costs more than it gains on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 @torch.no_grad()
@@ -101,7 +93,7 @@ def regression_loss(model: MLPFlow, t: float, x_t: np.ndarray, u_t: np.ndarray) 
     """mean ||v(X_t, t) - U_t||^2 at one time."""
     model.eval()
     x = torch.as_tensor(x_t, dtype=torch.float32)
-    with one_torch_thread():
+    with limit_threads(1):
         prediction = model(x, torch.full((len(x),), float(t)))
     return float(((prediction - torch.as_tensor(u_t, dtype=torch.float32)) ** 2).sum(1).mean())
 
@@ -113,7 +105,7 @@ def velocity_function(model: MLPFlow) -> Callable[[np.ndarray, float], np.ndarra
     def velocity(x: np.ndarray, t: float) -> np.ndarray:
         model.eval()
         xt = torch.as_tensor(x, dtype=torch.float32)
-        with one_torch_thread():
+        with limit_threads(1):
             return model(xt, torch.full((len(xt),), float(t))).double().numpy()
 
     return velocity
