@@ -10,7 +10,10 @@ estimators. The generative model is represented by a sample of rows it generates
 * ``fitted``: a small autoregressive tabular model trained here (``causal_fairness.fit`` saves
   one, with its samples, for later decompositions);
 * ``endpoint``: conditionals elicited from a language model behind an OpenAI-compatible endpoint
-  (one query per configuration of the earlier variables), then sampled;
+  (one query per configuration of the earlier variables), then sampled. A *local generator* is
+  the same thing: llama.cpp's ``llama-server``, vLLM and Ollama all serve this API on
+  127.0.0.1, so ``base_url`` (no default; e.g. ``http://127.0.0.1:11434/v1`` for Ollama) picks a
+  hosted or a local model alike, and an unreachable endpoint fails naming its URL;
 * ``samples``: a table of rows generated elsewhere (the ``model_samples`` input);
 * ``none``: only the world's effects.
 
@@ -105,17 +108,24 @@ class GeneratorParams(MethodParams):
 
 class DecomposeParams(RoleParams, GeneratorParams):
     mechanisms: Literal["fitted", "endpoint", "samples", "none"] = Field(
-        "fitted", description=("the generative model: trained here, elicited from an endpoint, "
-                               "given as samples (`model_samples` input), or none"))
+        "fitted", description=("the generative model: trained here, elicited from an "
+                               "OpenAI-compatible endpoint (hosted or a local llama.cpp/vLLM/"
+                               "Ollama server), given as samples (`model_samples` input), "
+                               "or none"))
     estimator: Literal["auto", "saturated", "regression"] = Field(
         "auto", description="nuisance fits: cell frequencies or logistic regressions")
     folds: int = Field(5, ge=2, le=20, description="cross-fitting folds of the debiased estimator")
     model_rows: int | None = Field(None, ge=100, description=(
         "rows drawn from the generative model (default: as many as the world table)"))
     max_weight: float = Field(1000.0, gt=1, description="cap on density-ratio weights")
-    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible base URL")
-    model: str = Field("", description="model name sent to the endpoint")
-    api_key: Secret = Field(Secret(""), description="endpoint API key (never stored)")
+    base_url: str = Field("", description=(
+        "base URL of an OpenAI-compatible endpoint (mechanisms='endpoint'): a hosted API, or a "
+        "local generator served with llama.cpp's server (http://127.0.0.1:8080/v1), vLLM "
+        "(http://127.0.0.1:8000/v1) or Ollama (http://127.0.0.1:11434/v1); no default"))
+    model: str = Field("", description=(
+        "model name sent to the endpoint (a local server's loaded model, e.g. an Ollama tag)"))
+    api_key: Secret = Field(Secret(""), description=(
+        "endpoint API key, never stored (local servers usually need none)"))
     temperature: float = Field(0.0, ge=0, le=2, description="sampling temperature of answers")
     answers_per_query: int = Field(1, ge=1, le=50, description="answers averaged per query")
     max_queries: int = Field(400, ge=1, le=100_000, description="refuse to ask more than this")
@@ -124,6 +134,9 @@ class DecomposeParams(RoleParams, GeneratorParams):
 
     @model_validator(mode="after")
     def _check_endpoint(self) -> DecomposeParams:
+        if self.mechanisms == "endpoint" and not self.base_url:
+            raise ValueError("mechanisms='endpoint' needs base_url, the OpenAI-compatible "
+                             "endpoint (hosted, or a local llama.cpp/vLLM/Ollama server)")
         if self.mechanisms == "endpoint" and not self.model:
             raise ValueError("mechanisms='endpoint' needs the endpoint's model name (model)")
         return self
@@ -551,14 +564,39 @@ def save_decomposition(ctx: JobContext, result: Any, coder: TableCoder) -> dict[
                 f"waterfall_{effect}_table", table)
             outputs[f"waterfall_{effect}_plot"] = ctx.save_artifact(
                 f"waterfall_{effect}_plot", spec)
-    outputs["causal_graph"] = ctx.save_artifact("causal_graph", causal_graph(coder))
+        outputs["waterfall_plot"] = ctx.save_artifact("waterfall_plot", all_effects_waterfall(
+            fs.point_values(result.debiased), "debiased"))
+    outputs.update(save_graph(ctx, coder.names, coder.roles, [c.kind for c in coder.columns]))
     return outputs
+
+
+def save_graph(ctx: JobContext, names: list[str], roles: list[str],
+               kinds: list[str] | None = None) -> dict[str, str]:
+    """The causal graph as JSON (nodes, edges) and as a plot spec the lab panel draws."""
+    return {"causal_graph": ctx.save_artifact("causal_graph", causal_graph(names, roles, kinds)),
+            "causal_graph_plot": ctx.save_artifact("causal_graph_plot",
+                                                   causal_graph_plot(names, roles))}
+
+
+STAGE_AXIS = "stage: 0 world, 1 model's f_Y, 2 + model's f_W, 3 + model's f_Z (= model)"
+
+
+def moved(values: dict[str, float]) -> str:
+    """'world +0.100 -> model +0.200; f_Y +0.100, f_W +0.000, f_Z +0.000 (most: f_Y)'."""
+    changes = {"f_Y": values["f_Y"] - values["world"], "f_W": values["f_W"] - values["f_Y"],
+               "f_Z": values["model"] - values["f_W"]}
+    most = max(changes, key=lambda k: abs(changes[k]))
+    return (f"world {values['world']:+.3f} -> model {values['model']:+.3f}; "
+            + ", ".join(f"{k} {v:+.3f}" for k, v in changes.items()) + f" (most: {most})")
 
 
 def waterfall_views(effect: str, values: dict[str, dict[str, float]],
                     intervals: dict[str, tuple[float, float]] | None = None
                     ) -> tuple[dict, dict]:
-    """A table (step, change, level per estimate) and a "step" plot of the levels."""
+    """A table (step, change, level per estimate, the level's 95% CI) and a step plot of the
+    levels over the four stages (x = 0..3, the last step drawn to x = 4), one series per
+    estimate, CI bounds as scatter points at the middle of each step; the title says what
+    moved the effect (from the first estimate)."""
     from engine.models import fairness_scm as fs
 
     names = list(values)
@@ -579,28 +617,159 @@ def waterfall_views(effect: str, values: dict[str, dict[str, float]],
         rows.append(row)
     curves = []
     for name in names:
-        levels = [level for _, _, level in steps[name]]
-        curves.append(series(name, np.arange(len(levels) + 1), [*levels, levels[-1]], "step"))
+        levels = [values[name][stage] for stage in STAGES]
+        curves.append(series(name, np.arange(len(STAGES) + 1), [*levels, levels[-1]], "step"))
     if intervals:
-        stage_of = ["world", "f_Y", "f_W", "model", "model"]
         for bound in (0, 1):
             curves.append(series(f"95% CI {'low' if bound == 0 else 'high'}",
-                                 np.arange(5) + 0.5,
-                                 [intervals[s][bound] for s in stage_of], "scatter"))
-    spec = plot(f"{effect}: world -> f_Y -> f_W -> f_Z replaced -> model (steps 0-4)", curves,
-                "0 world, 1 f_Y, 2 f_W, 3 f_Z (model), 4 model", effect,
-                hlines=[{"y": 0.0, "name": "0"}])
+                                 np.arange(len(STAGES)) + 0.5,
+                                 [intervals[s][bound] for s in STAGES], "scatter"))
+    spec = plot(f"{effect} ({names[0]}): {moved(values[names[0]])}", curves, STAGE_AXIS,
+                effect, hlines=[{"y": 0.0, "name": "0"}])
     return {"columns": columns, "rows": rows}, spec
 
 
-def causal_graph(coder: TableCoder) -> dict:
+def all_effects_waterfall(values: dict[str, dict[str, float]], estimate: str) -> dict:
+    """One step series per effect over the four stages; the title names the largest move."""
+    curves = []
+    for effect in EFFECTS:
+        levels = [values[effect][stage] for stage in STAGES]
+        curves.append(series(f"{effect}: {moved(values[effect])}", np.arange(len(STAGES) + 1),
+                             [*levels, levels[-1]], "step"))
+    changes = {(effect, mech): values[effect][stage] - values[effect][previous]
+               for effect in EFFECTS
+               for previous, stage, mech in (("world", "f_Y", "f_Y"), ("f_Y", "f_W", "f_W"),
+                                             ("f_W", "model", "f_Z"))}
+    effect, mech = max(changes, key=lambda k: abs(changes[k]))
+    return plot(f"Effects from world to model ({estimate}); largest move: {effect} by "
+                f"{changes[effect, mech]:+.3f} when the model's {mech} replaces the world's",
+                curves, STAGE_AXIS, "effect", hlines=[{"y": 0.0, "name": "0"}])
+
+
+ROLE_TITLES = {"x": "X (protected)", "z": "Z (confounders)", "w": "W (mediators)",
+               "y": "Y (outcome)"}
+GRAPH_POSITIONS = {"x": (0.0, 0.0), "z": (1.0, 1.0), "w": (1.0, 0.0), "y": (2.0, 0.0)}
+GRAPH_EDGES = (("x", "w"), ("x", "y"), ("z", "w"), ("z", "y"), ("w", "y"))
+NODE_RADIUS = 0.1  # edges stop this far from a node's centre
+ARROW = 0.07  # arrowhead length
+
+
+def causal_graph(names: list[str], roles: list[str], kinds: list[str] | None = None) -> dict:
     """Nodes with roles, directed edges of the standard fairness model, X <-> Z confounding."""
-    x, z, w, y = ([c.name for c in coder.of_role(r)] for r in ("x", "z", "w", "y"))
+    x, z, w, y = ([n for n, r in zip(names, roles, strict=True) if r == role]
+                  for role in ("x", "z", "w", "y"))
     edges = [[x[0], v] for v in [*w, *y]] + [[a, b] for a in z for b in [*w, *y]]
     edges += [[a, b] for i, a in enumerate(w) for b in [*w[i + 1:], *y]]
-    return {"nodes": [{"name": c.name, "role": c.role.upper(), "kind": c.kind}
-                      for c in coder.columns],
+    kinds = kinds or ["binary" if r in ("x", "y") else "discrete" for r in roles]
+    return {"nodes": [{"name": n, "role": r.upper(), "kind": k}
+                      for n, r, k in zip(names, roles, kinds, strict=True)],
             "edges": edges, "bidirected": [[x[0], v] for v in z]}
+
+
+def causal_graph_plot(names: list[str], roles: list[str]) -> dict:
+    """The standard fairness model as a plot spec any plot panel can draw.
+
+    One scatter series per node (X, Z, W, Y; a role without columns is left out) named by its
+    role and columns, one line series of the directed edges (X -> W, X -> Y, Z -> W, Z -> Y,
+    W -> Y; segments and arrowheads separated by None gaps, X -> Y arcs below X -> W -> Y), and
+    a separate series of short dashes for the X <-> Z confounding. Every series carries
+    ``edges`` or ``node`` fields naming what it draws (extra fields; panels ignore them).
+    """
+    columns = {role: [n for n, r in zip(names, roles, strict=True) if r == role]
+               for role in GRAPH_POSITIONS}
+    present = [role for role in GRAPH_POSITIONS if columns[role]]
+    curves = []
+    for role in present:
+        px, py = GRAPH_POSITIONS[role]
+        curve = series(f"{role.upper()}: {', '.join(columns[role])}", [px], [py], "scatter")
+        curve.update(node=role.upper(), columns=columns[role], title=ROLE_TITLES[role])
+        curves.append(curve)
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    drawn = []
+    for a, b in GRAPH_EDGES:
+        if a not in present or b not in present:
+            continue
+        path = _edge_path(a, b)
+        for part in (path, _arrowhead(path)):
+            xs += [p[0] for p in part] + [None]
+            ys += [p[1] for p in part] + [None]
+        drawn.append([a.upper(), b.upper()])
+    if drawn:
+        curves.append({"name": "causal edges (" + ", ".join(f"{a} -> {b}" for a, b in drawn)
+                       + ")", "x": xs[:-1], "y": ys[:-1], "style": "line", "edges": drawn})
+    if "z" in present:
+        path = _trim(_straight("x", "z"))
+        xs, ys = [], []
+        for dash in _dashes(path):
+            xs += [dash[0][0], dash[1][0], None]
+            ys += [dash[0][1], dash[1][1], None]
+        for head in (_arrowhead(path), _arrowhead(path[::-1])):
+            xs += [p[0] for p in head] + [None]
+            ys += [p[1] for p in head] + [None]
+        curves.append({"name": "X <-> Z (confounding, dashed)", "x": xs[:-1], "y": ys[:-1],
+                       "style": "line", "edges": [["X", "Z"]], "bidirected": True})
+    title = (f"Causal graph (standard fairness model): X = {columns['x'][0]}, "
+             f"Y = {columns['y'][0]}, {len(columns['z'])} confounder(s) Z, "
+             f"{len(columns['w'])} mediator(s) W; dashed: X <-> Z confounding")
+    return plot(title, curves, "", "")
+
+
+def _straight(a: str, b: str, points: int = 2) -> list[tuple[float, float]]:
+    (ax, ay), (bx, by) = GRAPH_POSITIONS[a], GRAPH_POSITIONS[b]
+    return [(ax + t * (bx - ax), ay + t * (by - ay)) for t in np.linspace(0, 1, points)]
+
+
+def _edge_path(a: str, b: str) -> list[tuple[float, float]]:
+    """A straight edge, or for X -> Y an arc below W so it crosses nothing."""
+    if (a, b) != ("x", "y"):
+        return _trim(_straight(a, b))
+    t = np.linspace(0, 1, 25)
+    return _trim([(2.0 * v, -0.9 * np.sin(np.pi * v)) for v in t])
+
+
+def _trim(path: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Cut a path where it enters the nodes' circles at its ends."""
+    def cut(points: list) -> list:
+        centre = np.array(points[0])
+        keep = [p for p in points if np.hypot(*(np.array(p) - centre)) >= NODE_RADIUS]
+        first = np.array(keep[0])
+        before = np.array(points[len(points) - len(keep) - 1])
+        step = first - before
+        # the point at distance NODE_RADIUS from the centre on the segment before -> first
+        lo, hi = 0.0, 1.0
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            if np.hypot(*(before + mid * step - centre)) < NODE_RADIUS:
+                lo = mid
+            else:
+                hi = mid
+        return [tuple(float(v) for v in before + hi * step), *keep]
+
+    return cut(cut(path)[::-1])[::-1]
+
+
+def _arrowhead(path: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """A V at the path's end, pointing along its last segment."""
+    tip, before = np.array(path[-1]), np.array(path[-2])
+    d = (tip - before) / np.hypot(*(tip - before))
+    normal = np.array([-d[1], d[0]])
+    left, right = tip - ARROW * d + 0.5 * ARROW * normal, tip - ARROW * d - 0.5 * ARROW * normal
+    return [tuple(float(v) for v in left), tuple(float(v) for v in tip),
+            tuple(float(v) for v in right)]
+
+
+def _dashes(path: list[tuple[float, float]], dash: float = 0.06, gap: float = 0.04
+            ) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+    start, end = np.array(path[0]), np.array(path[-1])
+    length = float(np.hypot(*(end - start)))
+    d = (end - start) / length
+    out, s = [], 0.0
+    while s < length:
+        e = min(s + dash, length)
+        out.append((tuple(float(v) for v in start + s * d), tuple(float(v) for v in start + e * d)))
+        s = e + gap
+    return out
 
 
 # -- causal_fairness.fit ---------------------------------------------------------------------------
@@ -631,8 +800,8 @@ def _fit(ctx: JobContext, params: FitParams, inputs: dict) -> dict:
     with torch.no_grad():
         nll = float(-generator.log_prob(torch.from_numpy(codes)).mean())
     return {"checkpoint": checkpoint, "samples": "samples.csv", "rows": len(table),
-            "train_nll": nll, "causal_graph": ctx.save_artifact("causal_graph",
-                                                                causal_graph(coder))}
+            "train_nll": nll, **save_graph(ctx, coder.names, coder.roles,
+                                           [c.kind for c in coder.columns])}
 
 
 # -- causal_fairness.reproduce --------------------------------------------------------------------
@@ -760,6 +929,10 @@ def save_reproduce_views(ctx: JobContext, runs: list, truth: dict, summary: dict
         outputs[f"waterfall_{effect}_table"] = ctx.save_artifact(f"waterfall_{effect}_table",
                                                                  table)
         outputs[f"waterfall_{effect}_plot"] = ctx.save_artifact(f"waterfall_{effect}_plot", spec)
+    outputs["waterfall_plot"] = ctx.save_artifact("waterfall_plot",
+                                                  all_effects_waterfall(truth, "truth"))
+    world = fs.reproduction_world()
+    outputs.update(save_graph(ctx, world.names, world.roles))
     rows = [[effect, stage, summary["plugin", effect, stage]["truth"]]
             + [summary[kind, effect, stage][f] for kind in ("plugin", "debiased")
                for f in ("mean", "mae", "coverage", "se", "sd")]
@@ -787,8 +960,9 @@ def reproduce_notes(summary: dict, replicates: int, n: int, criteria: list[Crite
         f"{min(v['within'] for v in summary.values()):.0%} of replicates in every cell.",
         "The accuracy criterion uses the mean absolute error per (effect, stage) over the "
         "replicates; coverage is the share of replicates whose interval holds the truth.",
-        "DoWhy's natural direct/indirect effects are not compared here (DoWhy needs its own "
-        "environment).",
+        "DoWhy's natural direct/indirect effects are compared in a separate environment by "
+        "benchmarks/bench_fairness_dowhy.py (python -m benchmarks fairness_dowhy), on an SCM "
+        "with X randomised where NDE = x-DE and NIE = -x-IE.",
     ]
     failed = [c.name for c in criteria if not c.passed]
     if failed:
@@ -806,7 +980,9 @@ SPECS: list[MethodSpec] = [
         inputs={"table": "table", "model_samples": "table"},
         outputs={"effects_table": "table", "waterfall_TV_plot": "plot",
                  "waterfall_DE_plot": "plot", "waterfall_IE_plot": "plot",
-                 "waterfall_SE_plot": "plot", "causal_graph": "json", "effects": "json"},
+                 "waterfall_SE_plot": "plot", "waterfall_plot": "plot",
+                 **{f"waterfall_{effect}_table": "table" for effect in EFFECTS},
+                 "causal_graph": "json", "causal_graph_plot": "plot", "effects": "json"},
         resources=Resources(cpus=1, memory_gb=2),
         description=("x-specific direct, indirect and spurious effects (TV = DE - IE - SE) in "
                      "the world and as the model's f_Y, f_W, f_Z replace the world's, with "
@@ -819,7 +995,8 @@ SPECS: list[MethodSpec] = [
         params=FitParams,
         run=run_fit,
         inputs={"table": "table"},
-        outputs={"checkpoint": "checkpoint", "samples": "table", "causal_graph": "json"},
+        outputs={"checkpoint": "checkpoint", "samples": "table", "causal_graph": "json",
+                 "causal_graph_plot": "plot"},
         resources=Resources(cpus=1, memory_gb=2),
         description=("An autoregressive MLP per column over the fairness model's columns; saves "
                      "the model and samples.csv, which causal_fairness.decompose reads as "

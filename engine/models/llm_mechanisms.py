@@ -5,6 +5,11 @@ it (X, then Z, then W, then Y), the model is asked for the distribution of the v
 that configuration, as a JSON object; the answers form the conditional probability tables of a
 ``DiscreteModel``. The client speaks ``POST {base_url}/chat/completions`` with urllib; the API
 key goes only into the Authorization header, never into errors, logs or files.
+
+Local generators need nothing else: llama.cpp's ``llama-server`` (``http://127.0.0.1:8080/v1``),
+vLLM (``http://127.0.0.1:8000/v1``) and Ollama (``http://127.0.0.1:11434/v1``) serve the same
+OpenAI-compatible API, so the same client talks to a hosted model or one on this machine. There
+is no default URL; an endpoint that cannot be reached raises ``EndpointError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -32,10 +37,15 @@ class EndpointError(RuntimeError):
 
 @dataclass
 class ChatClient:
-    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    base_url: str  # e.g. http://127.0.0.1:11434/v1 (Ollama), :8080/v1 (llama.cpp), :8000/v1 (vLLM)
     model: str
     api_key: str = ""
     timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise EndpointError(f"base_url {self.base_url!r} is not an http(s) URL of an "
+                                "OpenAI-compatible endpoint")
 
     @property
     def url(self) -> str:
@@ -56,8 +66,12 @@ class ChatClient:
             detail = exc.read().decode("utf-8", "replace")[:200]
             raise EndpointError(f"{self.url}: HTTP {exc.code} {exc.reason}: {detail}") from None
         except urllib.error.URLError as exc:
-            raise EndpointError(f"{self.url}: cannot connect ({exc.reason})") from None
-        except (TimeoutError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EndpointError(f"{self.url}: cannot connect ({exc.reason}); is the server "
+                                "running and is base_url right (e.g. http://127.0.0.1:11434/v1 "
+                                "for Ollama)?") from None
+        except TimeoutError:
+            raise EndpointError(f"{self.url}: no answer within {self.timeout_s:g} s") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EndpointError(f"{self.url}: bad response ({type(exc).__name__})") from None
         try:
             return str(payload["choices"][0]["message"]["content"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -277,6 +278,39 @@ def test_too_many_queries_are_refused_before_asking(fake_endpoint):
     assert FakeChat.log == []
 
 
+def closed_port_url() -> str:
+    with socket.socket() as probe:  # a port that was just free and now has no listener
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_an_unreachable_local_endpoint_is_a_clear_error_naming_the_url(tmp_path):
+    url = closed_port_url()
+    client = llm.ChatClient(url, "llama", KEY, timeout_s=5)
+    with pytest.raises(llm.EndpointError, match="cannot connect") as info:
+        client.chat([{"role": "user", "content": "hi"}])
+    assert f"{url}/chat/completions" in str(info.value) and KEY not in str(info.value)
+    # The method reports the same: no rows are generated, the URL is in the job's error.
+    table = small_table(tmp_path / "t.csv", n=400)
+    with pytest.raises(llm.EndpointError, match=re.escape(url)):
+        run_job(tmp_path / "run", DECOMPOSE, {"table": str(table)}, **SMALL_ROLES,
+                mechanisms="endpoint", base_url=url, model="llama", api_key=KEY, folds=2)
+    with pytest.raises(llm.EndpointError, match="not an http"):
+        llm.ChatClient("127.0.0.1:8080", "llama")
+
+
+def test_local_generators_are_documented_and_base_url_has_no_default():
+    schema = DECOMPOSE.params.model_json_schema()["properties"]
+    assert DECOMPOSE.params().base_url == ""
+    for text in (schema["base_url"]["description"], cf.__doc__, llm.__doc__):
+        for server in ("llama.cpp", "vLLM", "Ollama"):
+            assert server in text, (server, text[:80])
+    assert "local" in schema["mechanisms"]["description"]
+    with pytest.raises(ValidationError, match="base_url"):
+        DECOMPOSE.params(mechanisms="endpoint", model="llama")
+
+
 def test_decompose_with_an_endpoint_model_never_writes_the_key(tmp_path, fake_endpoint):
     table = small_table(tmp_path / "t.csv")
     params = dict(SMALL_ROLES, mechanisms="endpoint", base_url=fake_endpoint, model="tiny",
@@ -293,6 +327,87 @@ def test_decompose_with_an_endpoint_model_never_writes_the_key(tmp_path, fake_en
     assert abs(outputs["effects"]["TV"]["model"]["debiased"]) < 0.05
 
 
+# -- views ----------------------------------------------------------------------------------------
+
+def segments(curve: dict) -> list[list[tuple[float, float]]]:
+    """A line series split at its None gaps."""
+    out, current = [], []
+    for x, y in zip(curve["x"], curve["y"], strict=True):
+        if x is None:
+            assert y is None
+            out.append(current)
+            current = []
+        else:
+            current.append((x, y))
+    return [*out, current]
+
+
+def near(point: tuple[float, float], role: str) -> bool:
+    centre = cf.GRAPH_POSITIONS[role]
+    return math.dist(point, centre) <= cf.NODE_RADIUS + 1e-9
+
+
+def test_causal_graph_plot_draws_the_standard_fairness_model():
+    names = ["gender", "age", "race", "educational-num", "occupation", "income"]
+    roles = ["x", "z", "z", "w", "w", "y"]
+    spec = cf.causal_graph_plot(names, roles)
+    assert spec["kind"] == "plot"
+    nodes = {c["node"]: c for c in spec["series"] if c["style"] == "scatter"}
+    assert list(nodes) == ["X", "Z", "W", "Y"]
+    assert nodes["X"]["name"] == "X: gender" and nodes["Y"]["name"] == "Y: income"
+    assert nodes["Z"]["name"] == "Z: age, race"
+    assert nodes["W"]["columns"] == ["educational-num", "occupation"]
+    assert all(len(c["x"]) == len(c["y"]) == 1 for c in nodes.values())
+    assert len({(c["x"][0], c["y"][0]) for c in nodes.values()}) == 4  # distinct positions
+    lines = [c for c in spec["series"] if c["style"] == "line"]
+    assert len(lines) == 2
+    edges, confounding = lines
+    assert edges["edges"] == [["X", "W"], ["X", "Y"], ["Z", "W"], ["Z", "Y"], ["W", "Y"]]
+    parts = segments(edges)
+    assert len(parts) == 2 * len(edges["edges"])  # each edge: its path, then its arrowhead
+    for (a, b), path, head in zip(edges["edges"], parts[::2], parts[1::2], strict=True):
+        assert near(path[0], a.lower()) and near(path[-1], b.lower()), (a, b)
+        assert len(head) == 3 and head[1] == path[-1]  # the arrowhead's tip is at the target
+    assert confounding["edges"] == [["X", "Z"]] and confounding["bidirected"]
+    assert "dashed" in confounding["name"]
+    dashes = segments(confounding)
+    assert len(dashes) > 8 and all(len(d) in (2, 3) for d in dashes)
+    assert near(dashes[0][0], "x") and near(dashes[-1][1], "x")  # both ends have heads
+    json.dumps(spec)
+    # A table without confounders: no Z node, no Z edges, no X <-> Z series.
+    spec = cf.causal_graph_plot(["sex", "degree", "hired"], ["x", "w", "y"])
+    assert [c.get("node") for c in spec["series"]] == ["X", "W", "Y", None]
+    assert spec["series"][-1]["edges"] == [["X", "W"], ["X", "Y"], ["W", "Y"]]
+
+
+def test_causal_graph_json_lists_every_column_edge():
+    graph = cf.causal_graph(["sex", "region", "degree", "hired"], ["x", "z", "w", "y"])
+    assert [n["name"] for n in graph["nodes"]] == ["sex", "region", "degree", "hired"]
+    assert sorted(graph["edges"]) == sorted([["sex", "degree"], ["sex", "hired"],
+                                             ["region", "degree"], ["region", "hired"],
+                                             ["degree", "hired"]])
+    assert graph["bidirected"] == [["sex", "region"]]
+
+
+def test_waterfall_views_step_over_the_four_stages_and_say_what_moved():
+    values = {"world": 0.1, "f_Y": 0.25, "f_W": 0.2, "model": -0.05}
+    table, spec = cf.waterfall_views("DE", {"debiased": values},
+                                     {s: (v - 0.01, v + 0.01) for s, v in values.items()})
+    step = spec["series"][0]
+    assert step["style"] == "step" and step["x"] == [0, 1, 2, 3, 4]
+    assert step["y"] == pytest.approx([0.1, 0.25, 0.2, -0.05, -0.05])
+    assert "world +0.100 -> model -0.050" in spec["title"]
+    assert "f_Y +0.150" in spec["title"] and "(most: f_Z)" in spec["title"]
+    assert [c["style"] for c in spec["series"][1:]] == ["scatter", "scatter"]
+    assert table["columns"][-2:] == ["CI low", "CI high"]
+    assert table["rows"][0][0] == "world"
+    assert table["rows"][0][1:] == pytest.approx([0.1, 0.1, 0.09, 0.11])
+    combined = cf.all_effects_waterfall({e: values for e in cf.EFFECTS}, "truth")
+    assert [c["name"].split(":")[0] for c in combined["series"]] == list(cf.EFFECTS)
+    assert {c["style"] for c in combined["series"]} == {"step"}
+    assert "largest move" in combined["title"] and "f_Z" in combined["title"]
+
+
 # -- the jobs -------------------------------------------------------------------------------------
 
 def test_decompose_saves_effects_waterfalls_and_graph(tmp_path):
@@ -302,6 +417,10 @@ def test_decompose_saves_effects_waterfalls_and_graph(tmp_path):
     run_dir = tmp_path / "run"
     effects = json.loads((run_dir / outputs["effects_table"]).read_text())
     assert len(effects["rows"]) == 16 and effects["columns"][2] == "plug-in"
+    assert effects["columns"][3:5] == ["plug-in CI low", "plug-in CI high"]
+    assert effects["columns"][5:] == ["debiased", "debiased CI low", "debiased CI high"]
+    for row in effects["rows"]:
+        assert row[3] <= row[2] <= row[4] and row[6] <= row[5] <= row[7] and row[4] > row[3]
     for effect in cf.EFFECTS:
         table = json.loads((run_dir / outputs[f"waterfall_{effect}_table"]).read_text())
         labels = [row[0] for row in table["rows"]]
@@ -309,10 +428,22 @@ def test_decompose_saves_effects_waterfalls_and_graph(tmp_path):
         start, changes, end = table["rows"][0][1], [r[1] for r in table["rows"][1:4]], \
             table["rows"][4][1]
         assert start + sum(changes) == pytest.approx(end, abs=1e-12)
+        assert table["columns"][-2:] == ["CI low", "CI high"]
+        assert all(row[-2] < row[-1] for row in table["rows"])
         spec = json.loads((run_dir / outputs[f"waterfall_{effect}_plot"]).read_text())
         assert spec["kind"] == "plot" and spec["series"][0]["style"] == "step"
+        assert spec["title"].startswith(f"{effect} (plug-in): world") and "most:" in spec["title"]
+    combined = json.loads((run_dir / outputs["waterfall_plot"]).read_text())
+    assert [c["name"][:3] for c in combined["series"]] == ["TV:", "DE:", "IE:", "SE:"]
     graph = json.loads((run_dir / outputs["causal_graph"]).read_text())
     assert ["sex", "hired"] in graph["edges"] and graph["bidirected"] == [["sex", "region"]]
+    drawn = json.loads((run_dir / outputs["causal_graph_plot"]).read_text())
+    assert [c["name"] for c in drawn["series"] if c["style"] == "scatter"] == [
+        "X: sex", "Z: region", "W: degree", "Y: hired"]
+    assert len([c for c in drawn["series"] if c["style"] == "line"]) == 2
+    kinds = {e["name"]: e["kind"] for e in events if e["type"] == "job_artifact"}
+    assert kinds["causal_graph_plot"] == kinds["waterfall_plot"] == "plot"
+    assert kinds["causal_graph"] == "json" and kinds["effects_table"] == "table"
     world_tv = outputs["effects"]["TV"]["world"]["debiased"]
     assert world_tv == pytest.approx(0.225, abs=0.06)  # the SCM's true TV
     progress = [e for e in events if e["type"] == "job_progress"]
@@ -386,4 +517,8 @@ def test_reproduce_smoke_returns_a_claim(tmp_path):
     assert [c["target"] for c in claim["criteria"][2:]] == [0.01, 0.01, 0.9, 0.9]
     replicates = json.loads((tmp_path / outputs["replicates_table"]).read_text())
     assert len(replicates["rows"]) == 16
+    drawn = json.loads((tmp_path / outputs["causal_graph_plot"]).read_text())
+    assert [c["name"] for c in drawn["series"] if c["style"] == "scatter"] == [
+        "X: X", "Z: Z", "W: W1, W2", "Y: Y"]
+    assert json.loads((tmp_path / outputs["waterfall_plot"]).read_text())["kind"] == "plot"
     json.dumps(claim)
