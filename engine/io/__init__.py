@@ -10,6 +10,7 @@ torch-free: the GUI memory-maps the same files the engine trains on.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from pathlib import Path
 
 GROUP = "studio.formats"
 HEAD_BYTES = 4096
+LOAD_ERRORS: dict[str, str] = {}
+log = logging.getLogger("studio.engine")
 
 
 class FormatError(Exception):
@@ -43,9 +46,15 @@ class Format:
 
 @cache
 def all_formats() -> tuple[Format, ...]:
+    """Every registered format; a plug-in that fails to import is skipped and recorded in
+    ``LOAD_ERRORS`` (one broken plug-in must not stop every file from opening)."""
     found: list[Format] = []
     for ep in sorted(entry_points(group=GROUP), key=lambda ep: ep.name):
-        found.extend(importlib.import_module(ep.value).FORMATS)
+        try:
+            found.extend(importlib.import_module(ep.value).FORMATS)
+        except Exception as exc:
+            LOAD_ERRORS[ep.value] = f"{type(exc).__name__}: {exc}"
+            log.warning("format module %s failed to load: %s", ep.value, exc)
     return tuple(found)
 
 

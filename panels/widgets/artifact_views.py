@@ -3,7 +3,8 @@
 ``ArrayView`` shows shape and dtype, then a line for 1-D data and an image for 2-D (for more
 dimensions, spin boxes pick the leading indices of the 2-D slice shown). ``TableView`` shows a
 ``{columns, rows}`` table or a pyarrow table without copying it into Python lists.
-``JsonView`` is a tree. ``view_for_artifact`` and ``view_for_file`` choose the viewer.
+``JsonView`` is a tree; a ``token_heat`` JSON artifact is shaded text (``token_text``).
+``view_for_artifact`` and ``view_for_file`` choose the viewer.
 Nothing here uses pyqtgraph's ``ImageView`` (see "Pitfalls" in ARCHITECTURE.md).
 """
 
@@ -308,6 +309,10 @@ def view_for_artifact(kind: str, path: str | os.PathLike, name: str = "") -> QWi
     if kind == "plot":
         return PlotSpecView(_read_json(path))
     data = _read_json(path)
+    if isinstance(data, dict) and data.get("view") == "token_heat":
+        from panels.widgets.token_text import TokenHeatView
+
+        return TokenHeatView(data)
     if kind == "table" or (isinstance(data, dict) and "columns" in data and "rows" in data):
         return TableView(data, name or path.stem)
     return JsonView(data)

@@ -1,7 +1,9 @@
 """Draws an engine plot spec (``engine/plots.py``) with pyqtgraph, live or finished, and exports it.
 
 A spec is plain JSON: ``{kind, title, xlabel, ylabel, logx, logy, series: [{name, x, y,
-style}], hlines: [{y, name}], provenance}``. ``None`` values are gaps. Live curves grow
+style, lo, hi}], hlines: [{y, name}], xticks, provenance}``, or a ``heatmap`` (see
+``engine/plots.py``). ``None`` values are gaps; ``lo``/``hi`` intervals become error bars or
+a shaded band; bars of several series stand side by side. Live curves grow
 through ``append_points``: points go into NumPy buffers at once and reach the screen at most
 ``REDRAW_HZ`` times a second, so a job streaming thousands of updates costs one ``setData`` per
 frame. ``export`` writes PNG or SVG with the figure's provenance in the file's metadata (PDF is
@@ -24,6 +26,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from engine.plots import bar_layout, heatmap_extent  # numpy only: no torch reaches the GUI
 
 REDRAW_HZ = 30
 LOCAL_EXPORT_FORMATS = ("png", "svg")
@@ -90,6 +94,12 @@ class PlotSpecView(QWidget):
         self._log = (False, False)
         self._series: dict[str, _Series] = {}
         self._hlines: list[tuple[float, str, pg.InfiniteLine]] = []
+        self._static_items: list = []   # bars, intervals, heat map: drawn once per spec
+        self._bars: list[dict] = []
+        self._intervals: dict[str, tuple[list, list]] = {}
+        self._heatmap: dict | None = None
+        self._xticks: list = []
+        self._colorbar: pg.ColorBarItem | None = None
         self._dirty: set[str] = set()
         self._redraw_timer = QTimer(self)
         self._redraw_timer.setSingleShot(True)
@@ -128,10 +138,22 @@ class PlotSpecView(QWidget):
         self._plot.setLabel("bottom", self._labels[0])
         self._plot.setLabel("left", self._labels[1])
         self.set_log(bool(spec.get("logx")), bool(spec.get("logy")))
-        for curve in spec.get("series", []):
-            name = str(curve.get("name", f"series {len(self._series) + 1}"))
+        if spec.get("kind") == "heatmap":
+            self._draw_heatmap(spec)
+        bars = bar_layout(spec)
+        for index, curve in enumerate(spec.get("series", [])):
+            name = str(curve.get("name") or f"series {index + 1}")
+            style = curve.get("style", "line")
+            if style == "bar":
+                self._draw_bars(name, curve, *bars[index], index)
+                continue
             self._add_points(name, _as_floats(curve.get("x")), _as_floats(curve.get("y")),
-                             curve.get("style", "line"))
+                             style)
+            if "lo" in curve:
+                self._draw_interval(name, curve, style, index)
+        if spec.get("xticks"):
+            self._xticks = [[float(x), str(label)] for x, label in spec["xticks"]]
+            self._plot.getAxis("bottom").setTicks([[(x, label) for x, label in self._xticks]])
         for line in spec.get("hlines", []):
             self.add_hline(float(line["y"]), str(line.get("name") or ""))
         self.flush()
@@ -184,9 +206,21 @@ class PlotSpecView(QWidget):
             self._plot.removeItem(entry.item)
         for _y, _name, line in self._hlines:
             self._plot.removeItem(line)
+        for item in self._static_items:
+            self._plot.removeItem(item)
+        if self._colorbar is not None:
+            self._colorbar.hide()
+        for axis in ("bottom", "left"):
+            self._plot.getAxis(axis).setTicks(None)
         self._series.clear()
         self._hlines.clear()
+        self._static_items.clear()
+        self._bars.clear()
+        self._intervals.clear()
+        self._heatmap = None
+        self._xticks = []
         self._legend.clear()
+        self._legend.setVisible(False)
         self.provenance = {}
         self.set_labels()
         self.set_log(False, False)
@@ -209,7 +243,7 @@ class PlotSpecView(QWidget):
         self._legend.setVisible(len(self._legend.items) > 1)  # one curve: its title says it
 
     def _new_item(self, name: str, style: str, index: int) -> pg.PlotDataItem:
-        colour = self._colours[index % len(self._colours)]
+        colour = self._colour(index + len(self._bars))
         if style == "scatter":
             item = pg.PlotDataItem(pen=None, symbol="o", symbolSize=5, symbolPen=None,
                                    symbolBrush=colour, name=name)
@@ -221,6 +255,97 @@ class PlotSpecView(QWidget):
         self._plot.addItem(item)
         return item
 
+    def _colour(self, index: int) -> str:
+        return self._colours[index % len(self._colours)]
+
+    def _add_static(self, item) -> None:
+        self._plot.addItem(item)
+        self._static_items.append(item)
+
+    def _draw_bars(self, name: str, curve: dict, offset: float, width: float, index: int
+                   ) -> None:
+        x, y = _as_floats(curve.get("x")), _as_floats(curve.get("y"))
+        finite = np.isfinite(x) & np.isfinite(y)
+        item = pg.BarGraphItem(x=x[finite] + offset, height=y[finite], width=width,
+                               brush=self._colour(index), pen=pg.mkPen(None), name=name)
+        self._add_static(item)  # named: the plot adds it to the legend
+        self._legend.setVisible(len(self._legend.items) > 1)
+        self._bars.append(dict(curve, name=name))
+        if "lo" in curve:
+            self._draw_interval(name, dict(curve, x=list(x + offset)), "bar", index,
+                                beam=width / 2)
+
+    def _draw_interval(self, name: str, curve: dict, style: str, index: int,
+                       beam: float = 0.0) -> None:
+        """Error bars on bars and points; a translucent band around a line."""
+        x, y = _as_floats(curve.get("x")), _as_floats(curve.get("y"))
+        lo, hi = _as_floats(curve.get("lo")), _as_floats(curve.get("hi"))
+        self._intervals[name] = (list(curve["lo"]), list(curve["hi"]))
+        colour = QColor(self._colour(index))
+        if style in ("bar", "scatter"):
+            finite = np.isfinite(x) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(y)
+            if not beam and finite.sum() > 1:
+                beam = 0.3 * float(np.min(np.diff(np.unique(x[finite])), initial=1.0))
+            self._add_static(pg.ErrorBarItem(
+                x=x[finite], y=y[finite], top=hi[finite] - y[finite],
+                bottom=y[finite] - lo[finite], beam=beam,
+                pen=pg.mkPen(self._foreground if style == "bar" else colour, width=1.2)))
+            return
+        lower, upper = pg.PlotDataItem(x, lo, connect="finite"), pg.PlotDataItem(x, hi,
+                                                                               connect="finite")
+        band = pg.FillBetweenItem(lower, upper, brush=_translucent(colour, 60))
+        for item in (lower, upper, band):
+            self._add_static(item)
+        lower.setPen(None)
+        upper.setPen(None)
+
+    def _draw_heatmap(self, spec: dict) -> None:
+        z = np.array([_as_floats(row) for row in spec["z"]])
+        self._heatmap = {key: value for key, value in spec.items() if key != "provenance"}
+        x0, x1, y0, y1 = heatmap_extent(spec)
+        image = pg.ImageItem(z, axisOrder="row-major")
+        image.setRect(QRectF(x0, y0, x1 - x0, y1 - y0))
+        finite = z[np.isfinite(z)]
+        if finite.size == 0:
+            levels = (0.0, 1.0)
+        elif spec.get("symmetric"):
+            bound = float(np.abs(finite).max()) or 1.0
+            levels = (-bound, bound)
+        else:
+            low, high = float(finite.min()), float(finite.max())
+            levels = (low, high if high > low else low + 1.0)
+        colormap = _colormap(spec.get("colormap") or "viridis", bool(spec.get("symmetric")))
+        image.setLookupTable(colormap.getLookupTable(nPts=256))
+        image.setLevels(levels)
+        self._add_static(image)
+        if self._colorbar is None:
+            self._colorbar = pg.ColorBarItem(values=levels, colorMap=colormap, interactive=False,
+                                             width=14)
+            self._colorbar.setImageItem(image, insert_in=self._plot)
+        else:
+            self._colorbar.setColorMap(colormap)
+            self._colorbar.setLevels(levels)
+            self._colorbar.setImageItem(image)
+            self._colorbar.show()
+        self._colorbar.getAxis("right").setLabel(spec.get("zlabel") or "")
+        rows, cols = z.shape
+        dx, dy = (x1 - x0) / max(cols, 1), (y1 - y0) / max(rows, 1)
+        for axis, labels, start, step in (("bottom", spec.get("xlabels"), x0, dx),
+                                          ("left", spec.get("ylabels"), y0, dy)):
+            if labels:
+                self._plot.getAxis(axis).setTicks(
+                    [[(start + (i + 0.5) * step, str(label)) for i, label in enumerate(labels)]])
+        outline_x: list[float] = []
+        outline_y: list[float] = []
+        for row, col in spec.get("marks", []):
+            left, bottom = x0 + col * dx, y0 + row * dy
+            outline_x += [left, left + dx, left + dx, left, left, np.nan]
+            outline_y += [bottom, bottom, bottom + dy, bottom + dy, bottom, np.nan]
+        if outline_x:
+            self._add_static(pg.PlotDataItem(outline_x, outline_y, connect="finite",
+                                             pen=pg.mkPen("#D55E00", width=2)))
+        self._plot.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0)
+
     def _hline_position(self, y: float) -> float:
         if self._log[1]:
             return float(np.log10(y)) if y > 0 else float("nan")
@@ -229,7 +354,7 @@ class PlotSpecView(QWidget):
     # -- reading back --------------------------------------------------------------------
 
     def series_names(self) -> list[str]:
-        return list(self._series)
+        return list(self._series) + [bar["name"] for bar in self._bars]
 
     def point_count(self, series_name: str) -> int:
         """Points received for a curve (drawn or about to be); 0 for an unknown curve."""
@@ -247,13 +372,22 @@ class PlotSpecView(QWidget):
         def listed(values: np.ndarray) -> list:
             return [float(v) if np.isfinite(v) else None for v in values]
 
-        return {"kind": "plot", "title": self._title, "xlabel": self._labels[0],
-                "ylabel": self._labels[1], "logx": self._log[0], "logy": self._log[1],
-                "series": [{"name": s.name, "x": listed(s.x[:s.count]),
-                            "y": listed(s.y[:s.count]), "style": s.style}
-                           for s in self._series.values()],
-                "hlines": [{"y": y, "name": name} for y, name, _line in self._hlines],
-                "provenance": dict(self.provenance)}
+        curves = []
+        for s in self._series.values():
+            curve = {"name": s.name, "x": listed(s.x[:s.count]), "y": listed(s.y[:s.count]),
+                     "style": s.style}
+            if s.name in self._intervals:
+                curve["lo"], curve["hi"] = self._intervals[s.name]
+            curves.append(curve)
+        spec = dict(self._heatmap or {"kind": "plot"})
+        spec.update({"title": self._title, "xlabel": self._labels[0],
+                     "ylabel": self._labels[1], "logx": self._log[0], "logy": self._log[1],
+                     "series": curves + [dict(bar) for bar in self._bars],
+                     "hlines": [{"y": y, "name": name} for y, name, _line in self._hlines],
+                     "provenance": dict(self.provenance)})
+        if self._xticks:
+            spec["xticks"] = [list(tick) for tick in self._xticks]
+        return spec
 
     # -- export --------------------------------------------------------------------------
 
@@ -328,6 +462,18 @@ class PlotSpecView(QWidget):
         svg = svg[:opening_end] + metadata + svg[opening_end:]
         with _atomic_path(target) as temporary:
             temporary.write_text(svg, encoding="utf-8")
+
+
+def _colormap(name: str, symmetric: bool) -> pg.ColorMap:
+    """pyqtgraph's own maps, then matplotlib's names; a diverging default for signed data."""
+    for source in (None, "matplotlib"):
+        try:
+            found = pg.colormap.get(name, source=source)
+        except Exception:  # noqa: BLE001 - unknown names raise different errors per source
+            continue
+        if found is not None:
+            return found
+    return pg.colormap.get("CET-D1" if symmetric else "viridis")
 
 
 @contextmanager

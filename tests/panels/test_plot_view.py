@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 
+from engine.plots import heatmap, plot, series
 from panels.widgets.plot_view import (
     ExportError,
     PlotSpecView,
@@ -107,3 +109,56 @@ def test_svg_export_is_valid_xml_with_the_title(view, tmp_path):
 def test_export_refuses_formats_it_cannot_write(view, tmp_path):
     with pytest.raises(ExportError, match="PDF is rendered by the engine"):
         view.export(tmp_path / "figure.pdf")
+
+
+BARS = plot("gaps", [series("ours", [0, 1, 2], [0.1, 0.3, -0.1], "bar",
+                            ([0.0, 0.2, -0.2], [0.2, 0.4, 0.0])),
+                     series("paper", [0, 1, 2], [0.15, 0.25, 0.0], "bar"),
+                     series("trend", [0, 1, 2], [0.0, 0.1, 0.2], "line",
+                            ([-0.1, 0.0, 0.1], [0.1, 0.2, 0.3]))],
+            xticks=[(0, "content"), (1, "function"), (2, "delimiters")])
+
+
+def test_bars_stand_side_by_side_with_error_bars_and_named_ticks(view):
+    view.set_spec(BARS)
+    bars = [item for item in view._static_items if isinstance(item, pg.BarGraphItem)]
+    assert [bar.opts["name"] for bar in bars] == ["ours", "paper"]
+    ours, paper = (np.asarray(bar.opts["x"]) for bar in bars)
+    assert np.all(ours < paper) and np.allclose(paper - ours, bars[0].opts["width"])
+    errors = [item for item in view._static_items if isinstance(item, pg.ErrorBarItem)]
+    assert len(errors) == 1 and np.allclose(errors[0].opts["top"], [0.1, 0.1, 0.1])
+    assert any(isinstance(item, pg.FillBetweenItem) for item in view._static_items)
+    assert view._plot.getAxis("bottom")._tickLevels[0][1] == (1.0, "function")
+    again = view.spec()
+    assert {c["name"] for c in again["series"]} == {"ours", "paper", "trend"}
+    assert next(c for c in again["series"] if c["name"] == "trend")["hi"] == [0.1, 0.2, 0.3]
+    assert again["xticks"][2] == [2.0, "delimiters"]
+    view.clear()
+    assert view._static_items == [] and view.series_names() == []
+
+
+def test_heatmap_spans_its_cells_marks_them_and_draws_curves_over_it(view):
+    grid = np.linspace(0.0, 2.0, 5)
+    spec = heatmap("map", np.outer(grid, np.ones(3)), x=[0.0, 1.0, 2.0], y=grid,
+                   marks=[(4, 2)], zlabel="rate",
+                   curves=[series("boundary", [0.0, 2.0], [2.0, 0.0])])
+    view.set_spec(spec)
+    image = next(item for item in view._static_items if isinstance(item, pg.ImageItem))
+    assert image.image.shape == (5, 3) and tuple(image.getLevels()) == (0.0, 2.0)
+    rect = image.mapRectToParent(image.boundingRect())
+    assert (rect.left(), rect.right()) == pytest.approx((-0.5, 2.5))
+    assert (rect.top(), rect.bottom()) == pytest.approx((-0.25, 2.25))
+    outline = [item for item in view._static_items if isinstance(item, pg.PlotDataItem)
+               and item not in [s.item for s in view._series.values()]]
+    xs = outline[-1].getData()[0]
+    assert np.nanmin(xs) == pytest.approx(1.5) and np.nanmax(xs) == pytest.approx(2.5)
+    assert view.series_names() == ["boundary"]
+    assert view.spec()["kind"] == "heatmap" and view.spec()["marks"] == [[4, 2]]
+
+
+def test_symmetric_heatmap_centres_its_colour_scale(view, tmp_path):
+    view.set_spec(heatmap("signed", [[-1.0, 3.0], [0.5, None]], xlabels=["a", "b"],
+                          ylabels=["u", "v"], symmetric=True, colormap="RdBu_r"))
+    image = next(item for item in view._static_items if isinstance(item, pg.ImageItem))
+    assert tuple(image.getLevels()) == (-3.0, 3.0)
+    assert view.export(tmp_path / "map.png").stat().st_size > 1000

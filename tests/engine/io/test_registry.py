@@ -144,3 +144,21 @@ def test_parquet_is_read_by_content_whatever_its_suffix(files, tmp_path):
     renamed.write_bytes(files["parquet"].read_bytes())
     assert read_table(renamed).num_rows == 3
     assert inspect_file(renamed)["format"] == "parquet"
+
+
+def test_a_broken_format_plugin_is_skipped_and_recorded(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    import engine.io as io_registry
+
+    broken = EntryPoint("broken", "engine.io.no_such_module", io_registry.GROUP)
+    real = io_registry.entry_points(group=io_registry.GROUP)
+    monkeypatch.setattr(io_registry, "entry_points", lambda group: [*real, broken])
+    io_registry.all_formats.cache_clear()
+    try:
+        names = {fmt.name for fmt in io_registry.all_formats()}
+        assert {"npy", "csv"} <= names
+        assert "ModuleNotFoundError" in io_registry.LOAD_ERRORS["engine.io.no_such_module"]
+    finally:
+        io_registry.all_formats.cache_clear()
+        io_registry.LOAD_ERRORS.pop("engine.io.no_such_module", None)
