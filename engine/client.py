@@ -141,9 +141,13 @@ class EngineClient:
         return reply
 
     async def submit(self, method: str, params: dict | None = None, inputs: dict | None = None,
-                     seed: int | None = None) -> str:
-        reply = await self.call(protocol.SUBMIT_JOB, {"method": method, "params": params or {},
-                                                      "inputs": inputs or {}, "seed": seed})
+                     seed: int | None = None, cluster: str = "local") -> str:
+        """Queue a job; ``cluster`` other than ``local`` runs it on that Ray cluster (the
+        first job there waits for the engine to connect, hence the longer timeout)."""
+        content = {"method": method, "params": params or {}, "inputs": inputs or {},
+                   "seed": seed, "cluster": cluster}
+        reply = await self.call(protocol.SUBMIT_JOB, content,
+                                timeout_s=30.0 if cluster == "local" else 180.0)
         return reply["job"]
 
     async def cancel(self, job_id: str, hard: bool = False) -> bool:

@@ -32,6 +32,7 @@ class InvalidSubmission(Exception):
 class _Job:
     id: str
     method: str
+    executor: Executor
     state: str = protocol.QUEUED
     seq: int = 0
     started_s: float = field(default_factory=time.monotonic)
@@ -46,10 +47,40 @@ class JobManager:
         self.publish = publish
         self.device = device
         self.jobs: dict[str, _Job] = {}
+        self.clusters: dict[str, Executor] = {}  # address -> a started Ray executor
+
+    async def executor_for(self, cluster: str | None) -> Executor:
+        """The executor for a job's ``cluster`` (``local``, ``auto``, ``HOST:PORT``,
+        ``ray://HOST:PORT``): connected on first use, then kept. One engine process can be
+        the driver of one Ray cluster at a time."""
+        from engine.executors import ClusterUnavailable, make_executor
+
+        address = (cluster or "").strip()
+        if address in ("", "local", self.executor.cluster):
+            return self.executor
+        if address not in self.clusters:
+            if self.clusters:
+                raise InvalidSubmission(
+                    f"cluster {address!r}: this engine already drives the Ray cluster "
+                    f"{next(iter(self.clusters))!r}; restart the engine to switch clusters")
+            try:
+                executor = make_executor(address)
+                await executor.start()
+            except (ClusterUnavailable, ConnectionError) as exc:
+                raise InvalidSubmission(str(exc)) from None
+            self.clusters[address] = executor
+        return self.clusters[address]
+
+    async def stop_clusters(self) -> None:
+        for executor in self.clusters.values():
+            await executor.stop()
+        self.clusters.clear()
 
     def submit(self, method: str, params: dict | None = None, inputs: dict | None = None,
-               seed: int | None = None) -> str:
-        """Validate and queue; raises ``UnknownMethod`` or ``InvalidSubmission``."""
+               seed: int | None = None, executor: Executor | None = None) -> str:
+        """Validate and queue (on ``executor``, by default this manager's own); raises
+        ``UnknownMethod`` or ``InvalidSubmission``."""
+        executor = executor or self.executor
         spec = get_method(method)
         try:
             resolved = spec.params.model_validate(params or {})
@@ -58,9 +89,9 @@ class JobManager:
         input_paths = self._resolve_inputs(spec.inputs, inputs or {})
         seed = int(seed if seed is not None else 0)
         run_id = self.workspace.create_run(
-            method, resolved.model_dump(mode="json"), seed, cluster=self.executor.name,
-            provenance=provenance(self.executor.describe()) | {"inputs": input_paths})
-        job = _Job(run_id, method)
+            method, resolved.model_dump(mode="json"), seed, cluster=executor.cluster,
+            provenance=provenance(executor.describe()) | {"inputs": input_paths})
+        job = _Job(run_id, method, executor)
         self.jobs[run_id] = job
         request = JobRequest(
             id=run_id, method=method, params=params or {}, inputs=input_paths, seed=seed,
@@ -68,7 +99,7 @@ class JobManager:
             cache_root=str(self.workspace.cache_root), resources=spec.resources,
             device=self.device)
         self._emit(job, protocol.JOB_STATE, {"state": protocol.QUEUED, "reason": ""})
-        self.executor.submit(request, lambda event: self._on_event(job, event))
+        executor.submit(request, lambda event: self._on_event(job, event))
         return run_id
 
     def _resolve_inputs(self, declared: dict[str, str], inputs: dict) -> dict[str, str]:
@@ -96,7 +127,7 @@ class JobManager:
             job.state = protocol.CANCELLING
             self.workspace.set_state(job_id, protocol.CANCELLING)
             self._emit(job, protocol.JOB_STATE, {"state": protocol.CANCELLING, "reason": ""})
-        return self.executor.cancel(job_id, hard=hard)
+        return job.executor.cancel(job_id, hard=hard)
 
     def active(self) -> list[str]:
         return [j.id for j in self.jobs.values() if j.state not in protocol.TERMINAL_STATES]

@@ -92,6 +92,7 @@ class EngineServer:
                 client.writer.close()  # sends what is buffered; its handler then returns
         if watcher:
             watcher.cancel()
+        await self.jobs.stop_clusters()
         await self.executor.stop()
         with contextlib.suppress(OSError):
             os.unlink(self.socket_path)
@@ -150,6 +151,9 @@ class EngineServer:
             elif kind == protocol.LIST_METHODS:
                 reply(protocol.METHODS, {"methods": describe_all(), "hash": methods_hash()})
             elif kind == protocol.SUBMIT_JOB:
+                if content.get("cluster") not in (None, "", "local"):
+                    asyncio.create_task(self._submit_on_cluster(reply, content))
+                    return
                 job_id = self.jobs.submit(content["method"], content.get("params"),
                                           content.get("inputs"), content.get("seed"))
                 reply(protocol.JOB_ACCEPTED, {"run_dir": str(self.workspace.run_dir(job_id))},
@@ -173,6 +177,18 @@ class EngineServer:
             log.exception("error handling %s", kind)
             reply(protocol.ERROR, protocol.error_content(type(exc).__name__, str(exc),
                                                          traceback.format_exc()))
+
+    async def _submit_on_cluster(self, reply, content: dict) -> None:
+        """Connecting to a cluster takes seconds: done aside so pings keep being answered."""
+        try:
+            executor = await self.jobs.executor_for(str(content["cluster"]))
+            job_id = self.jobs.submit(content["method"], content.get("params"),
+                                      content.get("inputs"), content.get("seed"), executor)
+            reply(protocol.JOB_ACCEPTED, {"run_dir": str(self.workspace.run_dir(job_id))},
+                  job=job_id)
+        except Exception as exc:
+            reply(protocol.ERROR, protocol.error_content(type(exc).__name__,
+                                                         str(exc).strip("'\"")))
 
     async def _serve_request(self, reply, content: dict) -> None:
         try:

@@ -17,6 +17,7 @@ import signal
 import socket
 import threading
 import traceback
+from collections.abc import Callable
 
 from engine import protocol
 from engine.context import Cancelled, JobContext
@@ -68,36 +69,10 @@ class Worker:
             content = {k: v for k, v in event.items() if k != "type"}
             self.send({"type": event["type"], "job": job_id, "content": content})
 
-        try:
-            from engine.registry import get_method
+        def started(ctx: JobContext | None) -> None:
+            self.current, self.current_id = ctx, (job_id if ctx is not None else None)
 
-            spec = get_method(job["method"])
-            params = spec.params.model_validate(job["params"])
-            seed_everything(job["seed"])
-            ctx = JobContext(job_id, job["output_dir"], emit, seed=job["seed"],
-                             device=choose_device(job.get("device", "auto")),
-                             cache_root=job.get("cache_root"))
-        except Exception as exc:
-            emit({"type": "done", "state": "failed", "reason": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()})
-            return
-        self.current, self.current_id = ctx, job_id
-        emit({"type": "job_state", "state": "running", "device": ctx.device})
-        try:
-            with limit_threads(min(self.threads, max(1, int(spec.resources.cpus)))):
-                outputs = spec.run(ctx, params, dict(job.get("inputs", {})))
-            ctx.flush()
-            emit({"type": "job_result", "outputs": outputs or {}})
-            emit({"type": "done", "state": "succeeded", "reason": ""})
-        except Cancelled as exc:
-            ctx.flush()
-            emit({"type": "done", "state": "cancelled", "reason": str(exc)})
-        except Exception as exc:
-            ctx.flush()
-            emit({"type": "done", "state": "failed", "reason": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()})
-        finally:
-            self.current, self.current_id = None, None
+        execute_job(job, emit, self.threads, started)
 
     def answer_request(self, message: dict) -> None:
         """Short interactive calls (CONTRACT.md, "request"): a module's REQUESTS handlers."""
@@ -111,6 +86,44 @@ class Worker:
                      "error": {"type": type(exc).__name__, "message": str(exc),
                                "traceback": traceback.format_exc()}}
         self.send(reply)
+
+
+def execute_job(job: dict, emit: Callable[[dict], None], threads: int,
+                on_context: Callable[[JobContext | None], None] = lambda ctx: None) -> None:
+    """Run one job message to its single ``done`` event; shared by local and Ray workers.
+
+    ``on_context`` receives the job's context while it runs (so a cancel request can reach
+    it) and ``None`` once it has ended."""
+    try:
+        from engine.registry import get_method
+
+        spec = get_method(job["method"])
+        params = spec.params.model_validate(job["params"])
+        seed_everything(job["seed"])
+        ctx = JobContext(job["id"], job["output_dir"], emit, seed=job["seed"],
+                         device=choose_device(job.get("device", "auto")),
+                         cache_root=job.get("cache_root"))
+    except Exception as exc:
+        emit({"type": "done", "state": "failed", "reason": f"{type(exc).__name__}: {exc}",
+              "traceback": traceback.format_exc()})
+        return
+    on_context(ctx)
+    emit({"type": "job_state", "state": "running", "device": ctx.device})
+    try:
+        with limit_threads(min(threads, max(1, int(spec.resources.cpus)))):
+            outputs = spec.run(ctx, params, dict(job.get("inputs", {})))
+        ctx.flush()
+        emit({"type": "job_result", "outputs": outputs or {}})
+        emit({"type": "done", "state": "succeeded", "reason": ""})
+    except Cancelled as exc:
+        ctx.flush()
+        emit({"type": "done", "state": "cancelled", "reason": str(exc)})
+    except Exception as exc:
+        ctx.flush()
+        emit({"type": "done", "state": "failed", "reason": f"{type(exc).__name__}: {exc}",
+              "traceback": traceback.format_exc()})
+    finally:
+        on_context(None)
 
 
 def available_devices() -> list[str]:

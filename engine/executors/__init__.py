@@ -11,11 +11,21 @@ class ClusterUnavailable(Exception):
 
 
 def make_executor(cluster: str = "local", **options) -> Executor:
+    """``local`` (the worker pool; ``options`` go to it) or a Ray address: ``auto`` (the
+    cluster this machine belongs to), ``HOST:PORT`` (a head node) or ``ray://HOST:PORT``
+    (Ray Client)."""
     if cluster in ("", "local"):
         return LocalExecutor(**options)
-    raise ClusterUnavailable(
-        f"cluster {cluster!r}: running jobs on a Ray cluster is not available in this version "
-        "of Studio; use --cluster local")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ClusterUnavailable(
+            f"cluster {cluster!r}: Ray is not installed in this environment; install the "
+            "cluster extra (pip install 'neurips-studio[cluster]') or use --cluster local"
+        ) from None
+    from engine.executors.ray_cluster import RayExecutor
+
+    return RayExecutor(cluster, cancel_grace_s=options.get("cancel_grace_s", 5.0))
 
 
 __all__ = ["ClusterUnavailable", "Executor", "JobRequest", "LocalExecutor", "make_executor"]

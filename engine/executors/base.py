@@ -1,4 +1,4 @@
-"""The executor interface: where jobs run. Local worker pool now; a Ray cluster later.
+"""The executor interface: where jobs run: the local worker pool or a Ray cluster.
 
 An executor receives ``JobRequest``s and reports through the job's ``on_event`` callback with
 ``{"type", "content"}`` events: ``job_state`` (running), ``job_progress``, ``job_log``,
@@ -17,6 +17,11 @@ from dataclasses import asdict, dataclass, field
 from engine.api import Resources
 
 EventSink = Callable[[dict], None]
+KILLED_AFTER_GRACE = "killed: it did not stop within the cancel grace period"
+
+
+def done_event(state: str, reason: str) -> dict:
+    return {"type": "done", "content": {"state": state, "reason": reason}}
 
 
 @dataclass
@@ -39,6 +44,7 @@ class JobRequest:
 
 class Executor(ABC):
     name = "executor"
+    cluster = "local"  # what a run records as the cluster that ran it
 
     @abstractmethod
     async def start(self) -> None: ...

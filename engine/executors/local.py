@@ -17,7 +17,13 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from engine import protocol
-from engine.executors.base import EventSink, Executor, JobRequest
+from engine.executors.base import (
+    KILLED_AFTER_GRACE,
+    EventSink,
+    Executor,
+    JobRequest,
+    done_event,
+)
 
 DEFAULT_CANCEL_GRACE_S = 5.0
 WORKER_START_TIMEOUT_S = 120.0
@@ -66,7 +72,7 @@ class LocalExecutor(Executor):
         everyone = [*self._workers, *([self._interactive] if self._interactive else [])]
         for worker in everyone:
             if worker.job is not None and worker.sink is not None:
-                worker.sink(_done("failed", "engine shut down"))
+                worker.sink(done_event("failed", "engine shut down"))
                 worker.job = None
             with contextlib.suppress(Exception):
                 worker.writer.close()
@@ -74,7 +80,7 @@ class LocalExecutor(Executor):
         for worker in everyone:
             await asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
         for _request, sink in self._queue:
-            sink(_done("failed", "engine shut down"))
+            sink(done_event("failed", "engine shut down"))
         self._queue.clear()
         for task in list(self._tasks):
             task.cancel()
@@ -125,7 +131,7 @@ class LocalExecutor(Executor):
         for index, (request, sink) in enumerate(self._queue):
             if request.id == job_id:
                 del self._queue[index]
-                sink(_done("cancelled", "cancelled while queued"))
+                sink(done_event("cancelled", "cancelled while queued"))
                 return True
         worker = next((w for w in self._workers if w.job and w.job.id == job_id), None)
         if worker is None:
@@ -188,9 +194,9 @@ class LocalExecutor(Executor):
                 future.set_exception(RuntimeError(f"worker exited ({_describe_exit(code)})"))
         if worker.job is not None and worker.sink is not None:
             if worker.killed_for_cancel:
-                event = _done("cancelled", "killed: it did not stop within the cancel grace period")
+                event = done_event("cancelled", KILLED_AFTER_GRACE)
             else:
-                event = _done("failed", f"worker process died ({_describe_exit(code)})")
+                event = done_event("failed", f"worker process died ({_describe_exit(code)})")
             worker.sink(event)
         self._finish(worker)
         if self._stopping:
@@ -223,10 +229,6 @@ class RequestFailed(Exception):
     def __init__(self, error: dict) -> None:
         super().__init__(error.get("message", "request failed"))
         self.error = error
-
-
-def _done(state: str, reason: str) -> dict:
-    return {"type": "done", "content": {"state": state, "reason": reason}}
 
 
 def _kill(process: subprocess.Popen) -> None:
