@@ -48,7 +48,9 @@ class PanelHost(Protocol):
 
     def submit_job(self, method: str, params: dict, inputs: dict | None = None,
                    seed: int = 0, on_accepted: Callable[[str], None] | None = None,
-                   on_error: Callable[[str], None] | None = None) -> None: ...
+                   on_error: Callable[[str], None] | None = None,
+                   cluster: str | None = None) -> None:
+        """``cluster``: ``local`` or a Ray address; ``None`` = the default from Settings."""
 
     def cancel_job(self, job_id: str, hard: bool = False) -> None: ...
 

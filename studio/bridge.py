@@ -160,10 +160,13 @@ class EngineBridge(QObject):
 
     # -- requests ------------------------------------------------------------------------------
     async def submit(self, method: str, params: dict | None = None, inputs: dict | None = None,
-                     seed: int | None = 0) -> str:
+                     seed: int | None = 0, cluster: str = "local") -> str:
+        """``cluster``: ``local`` or a Ray address; the first job on a cluster waits while
+        the engine connects to it."""
         client = await self._connected()
         reply = await client.call(protocol.SUBMIT_JOB, {
-            "method": method, "params": params or {}, "inputs": inputs or {}, "seed": seed})
+            "method": method, "params": params or {}, "inputs": inputs or {}, "seed": seed,
+            "cluster": cluster}, timeout_s=30.0 if cluster == "local" else 180.0)
         job_id = reply["job"]
         self.jobs.register(job_id, method, params or {}, inputs, seed or 0,
                            run_dir=reply["content"].get("run_dir", ""))

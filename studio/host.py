@@ -41,9 +41,12 @@ class StudioHost:
 
     def submit_job(self, method: str, params: dict, inputs: dict | None = None, seed: int = 0,
                    on_accepted: Callable[[str], None] | None = None,
-                   on_error: Callable[[str], None] | None = None) -> None:
+                   on_error: Callable[[str], None] | None = None,
+                   cluster: str | None = None) -> None:
+        cluster = (cluster or "").strip() or self._window.settings.cluster
+
         async def submit() -> None:
-            job_id = await self._bridge.submit(method, params, inputs, seed)
+            job_id = await self._bridge.submit(method, params, inputs, seed, cluster)
             if on_accepted is not None:
                 on_accepted(job_id)
 

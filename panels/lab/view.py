@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QGridLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListWidget,
     QListWidgetItem,
     QPlainTextEdit,
@@ -148,6 +149,13 @@ class LabPanel(QWidget):
         self.seed_box.setToolTip("seeds Python, NumPy and torch before the method runs")
         self.seed_box.valueChanged.connect(lambda value: setattr(self.model, "seed", value))
         row.addWidget(self.seed_box)
+        row.addWidget(QLabel("run on"))
+        self.cluster_edit = QLineEdit()
+        self.cluster_edit.setPlaceholderText("default (Settings)")
+        self.cluster_edit.setToolTip("local, auto (this machine's Ray cluster), HOST:PORT or "
+                                     "ray://HOST:PORT; empty: the default cluster in Settings")
+        self.cluster_edit.setMaximumWidth(180)
+        row.addWidget(self.cluster_edit)
         row.addStretch(1)
         self.run_button = QPushButton("Run")
         self.run_button.setDefault(True)
@@ -346,7 +354,7 @@ class LabPanel(QWidget):
         self.status.setText(f"Submitting {method}…")
         self._update_buttons()
         self.host.submit_job(method, params, inputs, seed, on_accepted=self.model.accepted,
-                             on_error=self.model.rejected)
+                             on_error=self.model.rejected, cluster=self.cluster_edit.text())
 
     def cancel(self) -> None:
         """Soft cancel; pressed again while cancelling, it kills the job's worker."""

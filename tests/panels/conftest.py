@@ -84,13 +84,14 @@ class FakeHost:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
-    def submit_job(self, method, params, inputs=None, seed=0, on_accepted=None, on_error=None):
+    def submit_job(self, method, params, inputs=None, seed=0, on_accepted=None, on_error=None,
+                   cluster=None):
         from pydantic import ValidationError
 
         from engine.jobs import format_validation_error
 
         self.submitted.append({"method": method, "params": params, "inputs": inputs or {},
-                               "seed": seed})
+                               "seed": seed, "cluster": cluster})
         try:
             self._params[method].model_validate(params)
         except ValidationError as exc:

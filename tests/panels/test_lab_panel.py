@@ -58,10 +58,12 @@ def test_methods_grouped_by_paper_and_select_paper(lab):
 
 def test_run_submits_the_form_and_follows_the_job_live(lab, fake_host, tmp_path):
     lab.seed_box.setValue(7)
+    lab.cluster_edit.setText("ray://head:10001")
     job = submit(lab, fake_host, steps=300, lr=0.5)
     assert fake_host.submitted[-1] == {"method": "toy.train", "inputs": {}, "seed": 7,
                                        "params": {"steps": 300, "lr": 0.5, "loss": "logistic",
-                                                  "verbose": False}}
+                                                  "verbose": False},
+                                       "cluster": "ray://head:10001"}
     assert not lab.run_button.isEnabled() and lab.cancel_button.isEnabled()
     fake_host.emit(job, "job_state", state="running", reason="")
     counts = []
