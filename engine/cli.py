@@ -289,11 +289,18 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
                 done.set()
 
         manager = JobManager(workspace, executor, publish, device=args.device)
+        remote = executor.cluster != "local"
+        if remote:  # an unreachable cluster is a usage error, before any run is recorded
+            try:
+                await executor.start()
+            except ConnectionError as exc:
+                raise UsageError(str(exc)) from None
         try:
             job_id = manager.submit(method, params, _parse_inputs(args.input), args.seed)
         except (UnknownMethod, InvalidSubmission) as exc:
             raise UsageError(str(exc).strip("'\"")) from None
-        await executor.start()
+        if not remote:
+            await executor.start()
         interrupts = 0
 
         def on_interrupt() -> None:

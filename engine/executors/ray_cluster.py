@@ -25,6 +25,7 @@ import contextlib
 import functools
 import os
 import shutil
+import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -144,6 +145,7 @@ class RayExecutor(Executor):
 
         loop = asyncio.get_running_loop()
         try:
+            await loop.run_in_executor(None, _probe, self.address)
             await asyncio.wait_for(loop.run_in_executor(None, connect), CONNECT_TIMEOUT_S)
         except Exception as exc:
             raise ConnectionError(f"cannot connect to the Ray cluster at {self.address}: "
@@ -328,6 +330,21 @@ class _RayJob:
         if not self.finished:
             self.finished = True
             self.sink(event)
+
+
+def _probe(address: str, timeout_s: float = 3.0) -> None:
+    """Fail fast on a head that does not answer: Ray itself retries for minutes."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ConnectionError(f"{address!r} is not a Ray address (HOST:PORT, ray://HOST:PORT "
+                              "or auto)")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port} ({exc.strerror or exc})"
+                              ) from None
 
 
 async def _call(blocking, *args, **kwargs):
