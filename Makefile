@@ -6,7 +6,8 @@ PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
 
-.PHONY: run test lint bench reproduce screenshots clean-venv
+.PHONY: run test lint bench reproduce screenshots wheel package package-test install-desktop \
+	clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,6 +47,37 @@ screenshots: $(STAMP)
 # Full-size reproductions (minutes each): make reproduce SLUG=eos
 reproduce: $(STAMP)
 	$(VENV)/bin/studio-engine reproduce $(SLUG)
+
+# Installable forms (see README, "Installing"): a wheel, and a one-folder desktop bundle
+wheel: $(STAMP)
+	$(PIP) install -q "build>=1.2"
+	$(PY) -m build --wheel --outdir dist .
+
+package: $(STAMP)
+	$(PIP) install -q "pyinstaller>=6.10,<7"
+	$(PY) -m PyInstaller --noconfirm --clean --log-level WARN --distpath dist \
+		--workpath build/pyinstaller packaging/studio.spec
+	printf '#!/bin/sh\nexec "$$(dirname "$$(readlink -f "$$0")")/Studio" --run-module engine "$$@"\n' \
+		> dist/Studio/studio-engine
+	chmod +x dist/Studio/studio-engine
+	du -sh dist/Studio
+
+package-test:
+	$(PY) packaging/smoke_test.py dist/Studio $(if $(wildcard dist/*.whl),--wheel $(firstword $(wildcard dist/*.whl)))
+
+# A menu entry, icon and file types for this user; run after `make package` to launch the
+# bundle, otherwise it launches this checkout's environment.
+DATA_HOME ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)
+STUDIO_EXEC = $(if $(wildcard dist/Studio/Studio),$(CURDIR)/dist/Studio/Studio,$(CURDIR)/$(VENV)/bin/studio)
+install-desktop:
+	install -Dm644 resources/icons/studio.svg $(DATA_HOME)/icons/hicolor/scalable/apps/neurips-studio.svg
+	install -Dm644 resources/mime/neurips-studio.xml $(DATA_HOME)/mime/packages/neurips-studio.xml
+	mkdir -p $(DATA_HOME)/applications
+	sed 's|@EXEC@|$(STUDIO_EXEC)|' resources/studio.desktop > $(DATA_HOME)/applications/neurips-studio.desktop
+	if command -v update-mime-database >/dev/null; then update-mime-database $(DATA_HOME)/mime; fi
+	if command -v update-desktop-database >/dev/null; then \
+		update-desktop-database $(DATA_HOME)/applications; fi
+	@echo "installed: $(DATA_HOME)/applications/neurips-studio.desktop -> $(STUDIO_EXEC)"
 
 clean-venv:
 	rm -rf $(VENV)

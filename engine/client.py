@@ -13,11 +13,11 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import protocol
+from engine.commands import python_module
 
 
 class EngineError(Exception):
@@ -42,7 +42,7 @@ class EngineProcess:
 
 def engine_command(workspace: str | None = None, workers: int | None = None,
                    extra: list[str] | None = None) -> list[str]:
-    command = [sys.executable, "-m", "engine", "serve", "--token-fd", "{fd}",
+    command = [*python_module("engine"), "serve", "--token-fd", "{fd}",
                "--watch-parent", str(os.getpid())]
     if workspace:
         command += ["--workspace", str(workspace)]

@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", help="workspace folder (default: the one in Settings)")
     parser.add_argument("--theme", choices=("dark", "light"), help="override the theme")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--self-test", action="store_true",
+                        help="start, run a tiny job through the engine, print a JSON report "
+                             "and exit (0 when it all worked): checks an installation")
     return parser
 
 
@@ -103,6 +106,8 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
     window = MainWindow(workspace=args.workspace, log_dir=folder)
     if args.theme:
         window.set_theme(args.theme)
+    if args.self_test:
+        on_shown = _self_test
     _watch_exposed(window, on_shown)
     window.show()
     QTimer.singleShot(0, lambda: window.start(args.files))
@@ -116,7 +121,43 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
         window.deleteLater()
         app.processEvents()
     log.info("studio closed")
-    return 0
+    return getattr(window, "exit_code", 0)
+
+
+SELF_TEST_TIMEOUT_S = 300.0
+
+
+def _self_test(window) -> None:
+    """``--self-test``: the window is up; handshake with the engine, run ``diag.echo``."""
+    import asyncio
+    import json
+    import time
+
+    started = time.monotonic()
+    report: dict = {"window_shown": True}
+
+    async def check() -> None:
+        await window.bridge.wait_ready(SELF_TEST_TIMEOUT_S)
+        report["engine"] = window.bridge.welcome.get("engine")
+        report["handshake_s"] = round(time.monotonic() - started, 2)
+        job = await window.bridge.submit("diag.echo", {"message": "self-test"})
+        while (record := window.bridge.jobs.get(job)) is None or record.active:
+            await asyncio.sleep(0.05)
+        report["job"] = {"id": job, "state": record.state, "reason": record.reason}
+        report["job_s"] = round(time.monotonic() - started, 2)
+
+    async def run_and_quit() -> None:
+        try:
+            await asyncio.wait_for(check(), SELF_TEST_TIMEOUT_S)
+        except Exception as exc:  # the report says what failed; the exit code says that it did
+            report["error"] = f"{type(exc).__name__}: {exc}"
+        passed = report.get("job", {}).get("state") == "succeeded"
+        report["passed"] = passed
+        print(json.dumps(report), flush=True)
+        window.exit_code = 0 if passed else 1
+        window.close()
+
+    asyncio.ensure_future(run_and_quit())
 
 
 def _finish_tasks(loop) -> None:

@@ -12,11 +12,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from collections import deque
 from dataclasses import dataclass, field
 
 from engine import protocol
+from engine.commands import python_module
 from engine.executors.base import (
     KILLED_AFTER_GRACE,
     EventSink,
@@ -99,7 +99,7 @@ class LocalExecutor(Executor):
         parent_sock, child_sock = socket.socketpair()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         process = subprocess.Popen(
-            [sys.executable, "-m", "engine.worker", "--fd", str(child_sock.fileno()),
+            [*python_module("engine.worker"), "--fd", str(child_sock.fileno()),
              "--threads", str(self.threads), *(["--warm"] if self.warm else [])],
             pass_fds=(child_sock.fileno(),), env=env, stdin=subprocess.DEVNULL)
         child_sock.close()
