@@ -149,7 +149,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from engine.plots import export_figure
+    from engine.plots import PLOT_KINDS, export_figure
 
     ref = args.ref
     provenance: dict[str, Any] = {}
@@ -168,8 +168,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         spec = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: not a readable plot spec ({exc})") from None
-    if not isinstance(spec, dict) or spec.get("kind") != "plot":
-        raise UsageError(f"{path}: not a plot spec (no \"kind\": \"plot\")")
+    if not isinstance(spec, dict) or spec.get("kind") not in PLOT_KINDS:
+        raise UsageError(f"{path}: not a plot spec (no \"kind\": \"plot\" or \"heatmap\")")
     try:
         written = export_figure(spec, args.output, provenance)
     except ValueError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.atomic import append_jsonl, to_jsonable, write_atomic, write_json_atomic
+from engine.plots import PLOT_KINDS
 
 PROGRESS_INTERVAL_S = 1 / 30  # at most ~30 progress updates a second reach clients
 LOG_FLUSH_INTERVAL_S = 1 / 30
@@ -125,6 +126,30 @@ class JobContext:
                     "meta": to_jsonable(meta)})
         return relative
 
+    def save_file(self, filename: str, content: bytes | str | os.PathLike, **meta: Any) -> str:
+        """Announce a data file (a transcript, a CSV, a NIfTI volume) as a ``file`` artifact.
+
+        ``content`` is the bytes to write to ``artifacts/<filename>``, or the path of a file
+        the method already wrote inside the run folder. The GUI opens it through the format
+        registry, like a file the user dropped in."""
+        self.flush()
+        if isinstance(content, bytes):
+            relative = f"artifacts/{filename}"
+            write_atomic(self.output_dir / relative, lambda handle: handle.write(content))
+        else:
+            path = Path(content)
+            path = path if path.is_absolute() else self.output_dir / path
+            try:
+                relative = str(path.resolve().relative_to(self.output_dir.resolve()))
+            except ValueError:
+                raise ValueError(f"{path}: save_file takes files inside the run folder "
+                                 f"({self.output_dir}) or bytes") from None
+            if not path.is_file():
+                raise FileNotFoundError(f"{path}: no such file to announce")
+        self._emit({"type": "job_artifact", "name": filename, "kind": "file", "path": relative,
+                    "meta": to_jsonable(meta)})
+        return relative
+
     def save_checkpoint(self, name: str, tensors: Any, cfg: dict) -> str:
         """safetensors + cfg.json under ``checkpoints/<name>/``; ``tensors`` is a module or dict."""
         from safetensors.torch import save as save_tensors
@@ -157,7 +182,7 @@ def _infer_kind(value: Any) -> str:
     if isinstance(value, np.ndarray) or type(value).__name__ == "Tensor":
         return "array"
     if isinstance(value, dict):
-        if value.get("kind") == "plot":
+        if value.get("kind") in PLOT_KINDS:
             return "plot"
         if "columns" in value and "rows" in value:
             return "table"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 MAX_POINTS_PER_SERIES = 4000
+PLOT_KINDS = ("plot", "heatmap")  # specs the GUI draws and export_figure renders
 EXPORT_FORMATS = ("png", "svg", "pdf")
 
 

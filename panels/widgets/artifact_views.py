@@ -308,6 +308,8 @@ def view_for_artifact(kind: str, path: str | os.PathLike, name: str = "") -> QWi
         return ArrayView(read_npy(path), name or path.stem)
     if kind == "plot":
         return PlotSpecView(_read_json(path))
+    if kind == "file":
+        return view_for_file(path)
     data = _read_json(path)
     if isinstance(data, dict) and data.get("view") == "token_heat":
         from panels.widgets.token_text import TokenHeatView

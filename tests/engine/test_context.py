@@ -49,10 +49,12 @@ def test_artifacts_of_each_kind(tmp_path):
     assert ctx.save_artifact("arr", np.eye(3)) == "artifacts/arr.npy"
     ctx.save_artifact("tensor", torch.ones(2, 2))
     ctx.save_artifact("p", {"kind": "plot", "series": []})
+    ctx.save_artifact("h", {"kind": "heatmap", "z": [[1.0]]})
     ctx.save_artifact("t", {"columns": ["a"], "rows": [[1]]})
     ctx.save_artifact("j", {"x": np.float32(1.5)})
     kinds = {e["name"]: e["kind"] for e in events if e["type"] == "job_artifact"}
-    assert kinds == {"arr": "array", "tensor": "array", "p": "plot", "t": "table", "j": "json"}
+    assert kinds == {"arr": "array", "tensor": "array", "p": "plot", "h": "plot", "t": "table",
+                     "j": "json"}
     assert np.load(tmp_path / "artifacts/tensor.npy").sum() == 4
     assert json.loads((tmp_path / "artifacts/j.json").read_text()) == {"x": 1.5}
 
@@ -74,3 +76,20 @@ def test_cancel_and_cache(tmp_path):
         ctx.check_cancelled()
     a = ctx.cache_dir({"model": "x", "d": 3})
     assert a == ctx.cache_dir({"d": 3, "model": "x"}) != ctx.cache_dir({"d": 4, "model": "x"})
+
+
+def test_save_file_announces_bytes_or_a_file_inside_the_run(tmp_path):
+    ctx, events = make(tmp_path)
+    assert ctx.save_file("turns.csv", b"turn,belief\n1,0.5\n") == "artifacts/turns.csv"
+    assert (tmp_path / "artifacts/turns.csv").read_text().startswith("turn,belief")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "t.jsonl").write_text('{"role": "user", "content": "hi"}\n')
+    assert ctx.save_file("t.jsonl", "out/t.jsonl", turns=1) == "out/t.jsonl"
+    announced = [e for e in events if e["type"] == "job_artifact"]
+    assert [(e["kind"], e["path"]) for e in announced] == [
+        ("file", "artifacts/turns.csv"), ("file", "out/t.jsonl")]
+    assert announced[1]["meta"] == {"turns": 1}
+    with pytest.raises(ValueError, match="inside the run folder"):
+        ctx.save_file("escape", tmp_path.parent / "elsewhere.txt")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        ctx.save_file("missing", "out/missing.csv")

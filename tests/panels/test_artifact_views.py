@@ -120,3 +120,13 @@ def test_claim_view_shows_pass_and_fail(make_widget):
     passing = dict(CLAIM, smoke=True, criteria=CLAIM["criteria"][:1], passed=True)
     view.set_claim(passing)
     assert view.verdict() == "PASS" and view.smoke_note.text().startswith("Smoke run")
+
+
+def test_a_file_artifact_opens_through_the_format_registry(qtbot, tmp_path):
+    from panels.widgets.artifact_views import TableView
+
+    path = tmp_path / "turns.csv"
+    path.write_text("turn,belief\n1,0.5\n2,0.7\n")
+    widget = view_for_artifact("file", path)
+    qtbot.addWidget(widget)
+    assert isinstance(widget, TableView)
