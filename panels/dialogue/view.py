@@ -1,0 +1,471 @@
+"""The dialogue panel: read transcripts beside their per-turn beliefs, relabel and annotate
+turns (undoable), and run the SC-ICL simulator and gain maps from a form.
+
+Left, the transcripts of the open file. Middle, the chosen transcript's turns with search;
+label and note cells are editable and every change goes through ``host.push_edit``. Right,
+tabs: the per-turn belief plot (the selected turn is marked on it), the method form (the
+engine's ``scicl.*`` methods), and the figures the runs made. Exports: the figure shown (PNG,
+SVG; PDF through the engine), the transcripts (JSONL) and the per-turn metrics (CSV).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from panels.dialogue.model import DialogueModel, decode, turn_belief
+from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
+from panels.widgets.schema import errors_from_message
+from panels.widgets.schema_form import SchemaForm
+
+FORM_METHODS = ("scicl.simulate", "scicl.gain_map", "scicl.llm_dialogue",
+                "scicl.reproduce")
+COLUMNS = ["turn", "role", "content", "belief", "label", "note"]
+COL_CONTENT, COL_BELIEF, COL_LABEL, COL_NOTE = 2, 3, 4, 5
+EDIT_COLUMNS = {COL_CONTENT: "content", COL_LABEL: "label", COL_NOTE: "note"}
+RERUN_METHOD = "scicl.llm_dialogue"
+TAB_BELIEFS, TAB_RUN, TAB_FIGURES = range(3)
+SELECTED_SERIES = "selected turn"
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+class DialoguePanel(QWidget):
+    def __init__(self, host: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.model = DialogueModel()
+        self.jobs: dict[str, str] = {}          # job id -> method, for the jobs we started
+        self.figures: dict[str, tuple[str, dict]] = {}  # list label -> (job, artifact)
+        self.form: SchemaForm | None = None
+        self._filling = False
+        self._hit_index = -1
+        self._schemas: dict[str, dict] = {}
+        self._build()
+        self.model.events.connect("loaded", self._show_transcripts)
+        self.model.events.connect("selected", lambda index: self._show_turns())
+        self.model.events.connect("turn_changed", self._on_turn_changed)
+        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.refresh_methods()
+        self.setAcceptDrops(True)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        bar = QHBoxLayout()
+        self.open_button = QPushButton("Open transcripts…")
+        self.open_button.clicked.connect(self.choose_file)
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("Search turns, labels and notes")
+        self.search_edit.returnPressed.connect(self.next_hit)
+        self.search_edit.textChanged.connect(self.search)
+        self.hits_label = QLabel("")
+        self.export_transcripts_button = QPushButton("Export JSONL…")
+        self.export_transcripts_button.clicked.connect(
+            lambda: self._ask_path("Export transcripts", "JSON Lines (*.jsonl)", "jsonl",
+                                   self.export_transcripts))
+        self.export_metrics_button = QPushButton("Export CSV…")
+        self.export_metrics_button.clicked.connect(
+            lambda: self._ask_path("Export per-turn metrics", "CSV (*.csv)", "csv",
+                                   self.export_metrics))
+        self.rerun_button = QPushButton("Continue from turn")
+        self.rerun_button.setToolTip("rerun the dialogue with the language models from the "
+                                     "selected (edited) turn: scicl.llm_dialogue")
+        self.rerun_button.clicked.connect(lambda: self.rerun_from_turn())
+        self.export_figure_button = QPushButton("Export figure…")
+        self.export_figure_button.clicked.connect(self.choose_figure_path)
+        for widget in (self.open_button, self.search_edit, self.hits_label, self.rerun_button,
+                       self.export_transcripts_button, self.export_metrics_button,
+                       self.export_figure_button):
+            bar.addWidget(widget)
+
+        self.transcript_list = QListWidget()
+        self.transcript_list.currentRowChanged.connect(self._on_transcript_row)
+        self.turns_table = QTableWidget(0, len(COLUMNS))
+        self.turns_table.setHorizontalHeaderLabels(COLUMNS)
+        header = self.turns_table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(COL_CONTENT, QHeaderView.ResizeMode.Stretch)
+        self.turns_table.setWordWrap(True)
+        self.turns_table.itemChanged.connect(self._on_item_changed)
+        self.turns_table.currentCellChanged.connect(lambda row, *_: self._mark_turn(row))
+
+        self.belief_plot = PlotSpecView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.belief_plot, "Beliefs")
+        self.tabs.addTab(self._build_run_tab(), "Run")
+        self.tabs.addTab(self._build_figures_tab(), "Figures")
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        for widget, stretch in ((self.transcript_list, 1), (self.turns_table, 3),
+                                (self.tabs, 3)):
+            splitter.addWidget(widget)
+            splitter.setStretchFactor(splitter.count() - 1, stretch)
+        self.status = QLabel("Open a transcript file (JSONL chats, HH-RLHF pairs, per-turn CSV) "
+                             "or run a simulation.")
+        self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.status)
+
+    def _build_run_tab(self) -> QWidget:
+        tab = QWidget()
+        layout = QVBoxLayout(tab)
+        self.method_box = QComboBox()
+        self.method_box.currentTextChanged.connect(self._show_form)
+        self.form_area = QScrollArea()
+        self.form_area.setWidgetResizable(True)
+        self.run_button = QPushButton("Run")
+        self.run_button.clicked.connect(self.run)
+        self.run_status = QLabel("")
+        self.run_status.setWordWrap(True)
+        layout.addWidget(self.method_box)
+        layout.addWidget(self.form_area, 1)
+        layout.addWidget(self.run_button)
+        layout.addWidget(self.run_status)
+        return tab
+
+    def _build_figures_tab(self) -> QWidget:
+        tab = QWidget()
+        layout = QVBoxLayout(tab)
+        self.figure_list = QListWidget()
+        self.figure_list.currentTextChanged.connect(self._show_figure)
+        self.figure_plot = PlotSpecView()
+        layout.addWidget(self.figure_list, 1)
+        layout.addWidget(self.figure_plot, 3)
+        return tab
+
+    # -- transcripts ---------------------------------------------------------------------
+
+    def open_file(self, path: str | os.PathLike) -> bool:
+        try:
+            loaded = self.model.load(path)
+        except Exception as exc:  # FormatError and OSError name the file
+            self.host.show_error("Cannot open the transcripts", str(exc))
+            return False
+        restore = getattr(self.host, "restore_edits", None)
+        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
+        skipped = f"; {len(loaded.problems)} malformed line(s) skipped (first: line " \
+                  f"{loaded.problems[0][0]}: {loaded.problems[0][1]})" if loaded.problems else ""
+        self.status.setText(f"{Path(path).name}: {len(loaded.transcripts)} transcript(s), "
+                            f"{loaded.layout} layout{skipped}"
+                            + (f"; {restored} saved edit(s) restored" if restored else ""))
+        self._show_turns()
+        return True
+
+    def choose_file(self) -> None:
+        dialog = QFileDialog(self, "Open transcripts")
+        dialog.setNameFilters(["Transcripts (*.jsonl *.jsonl.gz *.csv)", "All files (*)"])
+        dialog.fileSelected.connect(self.open_file)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def _show_transcripts(self) -> None:
+        self.transcript_list.blockSignals(True)
+        self.transcript_list.clear()
+        for transcript in self.model.transcripts:
+            self.transcript_list.addItem(f"{transcript.id}  ({len(transcript.turns)} turns)")
+        self.transcript_list.setCurrentRow(self.model.current)
+        self.transcript_list.blockSignals(False)
+
+    def _on_transcript_row(self, row: int) -> None:
+        if 0 <= row < len(self.model.transcripts) and row != self.model.current:
+            self.model.select(row)
+
+    def _show_turns(self) -> None:
+        transcript = self.model.transcript
+        self._filling = True
+        try:
+            self.turns_table.setRowCount(0)
+            if transcript is None:
+                return
+            self.turns_table.setRowCount(len(transcript.turns))
+            for row, turn in enumerate(transcript.turns):
+                belief = turn_belief(turn.meta)
+                cells = [str(row), turn.role, turn.content,
+                         "" if belief is None else f"{belief:.3f}",
+                         str(turn.meta.get("label", "")), str(turn.meta.get("note", ""))]
+                for column, text in enumerate(cells):
+                    item = QTableWidgetItem(text)
+                    if column not in EDIT_COLUMNS:
+                        item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                    if column == COL_CONTENT:
+                        item.setToolTip(turn.content)
+                    self.turns_table.setItem(row, column, item)
+        finally:
+            self._filling = False
+        self._draw_beliefs()
+
+    def _draw_beliefs(self) -> None:
+        transcript = self.model.transcript
+        curves = [{"name": role, "x": xs, "y": ys, "style": "line"}
+                  for role, (xs, ys) in self.model.belief_series().items()]
+        title = f"per-turn belief: {transcript.id}" if transcript else "per-turn belief"
+        if transcript and not curves:
+            title += " (no scores yet: run scicl.score_transcripts)"
+        self.belief_plot.set_spec({"kind": "plot", "title": title, "xlabel": "turn",
+                                   "ylabel": "belief / score", "series": curves,
+                                   "hlines": []})
+
+    def _mark_turn(self, row: int) -> None:
+        """The selected turn, marked on the belief plot (transcript and plot aligned)."""
+        transcript = self.model.transcript
+        if transcript is None or not 0 <= row < len(transcript.turns):
+            return
+        belief = turn_belief(transcript.turns[row].meta)
+        self.belief_plot.set_series(SELECTED_SERIES, [row], [0.0 if belief is None else belief],
+                                    style="scatter")
+
+    def _on_item_changed(self, item: QTableWidgetItem) -> None:
+        if self._filling or item.column() not in EDIT_COLUMNS:
+            return
+        command = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
+        if command.value == command.previous:
+            return
+        self.host.push_edit(self.model.document, command, self.model)
+
+    def _on_turn_changed(self, transcript: str, turn: int) -> None:
+        current = self.model.transcript
+        if current is None or current.id != transcript:
+            return
+        meta = current.turns[turn].meta
+        self._filling = True
+        try:
+            for column, field in EDIT_COLUMNS.items():
+                item = self.turns_table.item(turn, column)
+                if item is not None:
+                    item.setText(str(meta.get(field, "")))
+        finally:
+            self._filling = False
+
+    # -- search --------------------------------------------------------------------------
+
+    def search(self, query: str) -> None:
+        hits = self.model.search(query)
+        self.hits_label.setText(f"{len(hits)} hit(s)" if query.strip() else "")
+        self._hit_index = -1
+        if hits:
+            self.next_hit()
+
+    def next_hit(self) -> None:
+        if not self.model.hits:
+            return
+        self._hit_index = (self._hit_index + 1) % len(self.model.hits)
+        transcript, turn = self.model.hits[self._hit_index]
+        if transcript != self.model.current:
+            self.model.select(transcript)
+            self.transcript_list.setCurrentRow(transcript)
+        self.turns_table.setCurrentCell(turn, COL_CONTENT)
+
+    # -- runs ----------------------------------------------------------------------------
+
+    def refresh_methods(self) -> None:
+        available = [m for m in self.host.methods() if m["id"] in FORM_METHODS]
+        self._schemas = {m["id"]: m.get("params_schema") or {} for m in available}
+        self.method_box.blockSignals(True)
+        self.method_box.clear()
+        self.method_box.addItems(sorted(self._schemas, key=FORM_METHODS.index))
+        self.method_box.blockSignals(False)
+        self._show_form(self.method_box.currentText())
+
+    def _show_form(self, method: str) -> None:
+        schema = self._schemas.get(method)
+        self.run_button.setEnabled(schema is not None)
+        if schema is None:
+            self.form_area.setWidget(QLabel("The engine lists no scicl methods yet."))
+            self.form = None
+            return
+        self.form = SchemaForm(schema)
+        self.form_area.setWidget(self.form)
+
+    def select_method(self, method: str) -> None:
+        self.method_box.setCurrentText(method)
+
+    def run(self) -> None:
+        method = self.method_box.currentText()
+        if self.form is None or not method:
+            return
+        errors = self.form.validate()
+        if errors:
+            self.form.set_errors(errors)
+            return
+        params = {k: v for k, v in self.form.values().items() if v is not None}
+        self.run_status.setText(f"Submitting {method}…")
+        self.host.submit_job(method, params,
+                             on_accepted=lambda job: self._accepted(job, method),
+                             on_error=self._rejected)
+
+    def rerun_from_turn(self, turn: int | None = None) -> None:
+        """Submit ``scicl.llm_dialogue`` continuing the current transcript after ``turn``
+        (default: the selected one), with the form's values when that method is chosen."""
+        turn = self.turns_table.currentRow() if turn is None else turn
+        folder = Path(self._scratch_folder())
+        name = "".join(c if c.isalnum() else "_" for c in self.model.transcript.id) \
+            if self.model.transcript else "none"
+        try:
+            prefix = self.model.write_prefix(folder / f"prefix-{name}-{turn}.jsonl", turn)
+        except (ValueError, OSError) as exc:
+            self.host.show_error("Cannot rerun", str(exc))
+            return
+        chosen = self.method_box.currentText() == RERUN_METHOD and self.form is not None
+        params = {k: v for k, v in self.form.values().items() if v is not None} if chosen \
+            else {}
+        params["prefix_turns"] = turn + 1
+        self.run_status.setText(f"Continuing {self.model.transcript.id} after turn {turn}…")
+        self.host.submit_job(RERUN_METHOD, params, inputs={"prefix": str(prefix)},
+                             on_accepted=lambda job: self._accepted(job, RERUN_METHOD),
+                             on_error=self._rejected)
+
+    def _scratch_folder(self) -> str:
+        """Where prefixes for reruns are written: the workspace when the shell says where."""
+        workspace = getattr(self.host, "workspace_path", None)
+        if callable(workspace):
+            folder = Path(workspace()) / "dialogue"
+            folder.mkdir(parents=True, exist_ok=True)
+            return str(folder)
+        return tempfile.mkdtemp(prefix="studio-dialogue-")
+
+    def _accepted(self, job: str, method: str) -> None:
+        self.jobs[job] = method
+        self.run_status.setText(f"{method}: {job} queued")
+
+    def _rejected(self, message: str) -> None:
+        if self.form is not None:
+            self.form.set_errors(errors_from_message(message))
+        self.run_status.setText(f"Not started: {message}")
+
+    def _on_host_event(self, envelope: dict) -> None:
+        kind = envelope.get("type")
+        if kind == "methods":
+            self.refresh_methods()
+            return
+        job = envelope.get("job")
+        if job not in self.jobs:
+            return
+        content = envelope.get("content") or {}
+        if kind == "job_state":
+            state, reason = content.get("state", ""), content.get("reason", "")
+            self.run_status.setText(f"{self.jobs[job]}: {job} {state}"
+                                    + (f": {reason}" if reason else ""))
+        elif kind == "job_progress" and content.get("total"):
+            self.run_status.setText(f"{self.jobs[job]}: {job} running, "
+                                    f"{content.get('step', 0)} / {content['total']}")
+        elif kind == "job_artifact" and content.get("kind") == "plot":
+            self._add_figure(job, content)
+        elif kind == "job_result":
+            outputs = content.get("outputs") or {}
+            made = outputs.get("transcript") or outputs.get("turns_csv")
+            if made:
+                self.open_file(Path(self.host.run_dir(job)) / made)
+
+    def _add_figure(self, job: str, artifact: dict) -> None:
+        label = f"{self.jobs[job]} / {artifact.get('name', '?')}  ({job})"
+        self.figures[label] = (job, artifact)
+        self.figure_list.addItem(label)
+        if self.figure_list.currentRow() < 0:
+            self.figure_list.setCurrentRow(0)
+            self.tabs.setCurrentIndex(TAB_FIGURES)
+
+    def _show_figure(self, label: str) -> None:
+        if label not in self.figures:
+            return
+        job, artifact = self.figures[label]
+        path = Path(self.host.run_dir(job)) / artifact.get("path", "")
+        try:
+            spec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            self.run_status.setText(f"{path}: not a readable figure ({exc})")
+            return
+        self.figure_plot.set_spec(spec, {"run_id": job, "artifact": artifact.get("name"),
+                                         "method": self.jobs[job]})
+
+    # -- export --------------------------------------------------------------------------
+
+    def current_plot(self) -> PlotSpecView:
+        return self.figure_plot if self.tabs.currentIndex() == TAB_FIGURES else self.belief_plot
+
+    def export_figure(self, path: str | os.PathLike) -> None:
+        """PNG/SVG here; PDF rendered by the engine (``figure.export``)."""
+        plot, target = self.current_plot(), Path(path)
+        fmt = target.suffix.lstrip(".").lower()
+        if fmt in LOCAL_EXPORT_FORMATS:
+            self._report_export(lambda: plot.export(target), target)
+        elif fmt == "pdf":
+            self.host.request("figure.export", {"spec": plot.spec(), "path": str(target),
+                                                "provenance": plot.provenance},
+                              on_reply=lambda reply: self.status.setText(
+                                  f"Exported {reply.get('path', target)}"),
+                              on_error=lambda message: self.host.show_error(
+                                  "Export failed", message))
+        else:
+            self.host.show_error("Export failed", f"{target}: choose .png, .svg or .pdf")
+
+    def export_transcripts(self, path: str | os.PathLike) -> None:
+        self._report_export(lambda: self.model.export_jsonl(path), Path(path))
+
+    def export_metrics(self, path: str | os.PathLike) -> None:
+        self._report_export(lambda: self.model.export_metrics_csv(path), Path(path))
+
+    def _report_export(self, write, target: Path) -> None:
+        try:
+            write()
+        except Exception as exc:  # a full disk or a bad folder must not close the panel
+            self.host.show_error("Export failed", f"{target}: {exc}")
+            return
+        self.status.setText(f"Exported {target}")
+
+    def choose_figure_path(self) -> None:
+        shell_dialog = getattr(self.host, "export_plot", None)
+        if callable(shell_dialog):
+            shell_dialog(self.current_plot())
+            return
+        self._ask_path("Export figure", "Figures (*.png *.svg *.pdf)", "png",
+                       self.export_figure)
+
+    def _ask_path(self, title: str, name_filter: str, suffix: str, then) -> None:
+        dialog = QFileDialog(self, title)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilters([name_filter])
+        dialog.setDefaultSuffix(suffix)
+        dialog.fileSelected.connect(then)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    # -- drag and drop, lifetime ---------------------------------------------------------
+
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_file(url.toLocalFile())
+        event.acceptProposedAction()
+
+    def closeEvent(self, event) -> None:
+        self._unsubscribe()
+        super().closeEvent(event)
+

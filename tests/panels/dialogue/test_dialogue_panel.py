@@ -1,0 +1,212 @@
+"""The dialogue panel against an in-process host: load transcripts, search, edit turns through
+the window's real undo history, run the simulator from the form, export."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.methods import scicl
+from panels.dialogue import MANIFEST
+from panels.dialogue.model import DialogueModel, SetTurnField, decode
+from panels.dialogue.view import COL_LABEL, COL_NOTE, TAB_FIGURES, DialoguePanel
+from tests.panels.conftest import FakeHost
+
+HH = {"chosen": "\n\nHuman: is my plan good?\n\nAssistant: yes, a great plan\n\nHuman: thanks",
+      "rejected": "\n\nHuman: is my plan good?\n\nAssistant: it has risks"}
+
+
+@pytest.fixture
+def transcripts(tmp_path) -> Path:
+    path = tmp_path / "pairs.jsonl.gz"
+    lines = [json.dumps(HH), "{broken", json.dumps(HH)]
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    return path
+
+
+class UndoHost(FakeHost):
+    """A FakeHost whose edits go through the shell's own undo adapter (studio.undo)."""
+
+    def __init__(self, run_root: Path) -> None:
+        from studio.undo import EditHistory
+
+        super().__init__(run_root, methods=[spec.describe() for spec in scicl.SPECS])
+        self._params.update({spec.id: spec.params for spec in scicl.SPECS})
+        self.history = EditHistory()
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+
+@pytest.fixture
+def host(tmp_path, qapp):
+    return UndoHost(tmp_path / "runs")
+
+
+@pytest.fixture
+def panel(host, make_widget):
+    widget = make_widget(DialoguePanel, host)
+    widget.resize(1200, 700)
+    widget.show()
+    return widget
+
+
+def test_manifest_names_the_view_factory():
+    import importlib
+
+    module, name = MANIFEST.factory.split(":")
+    assert getattr(importlib.import_module(module), name) is DialoguePanel
+    assert MANIFEST.id == "dialogue" and MANIFEST.papers == ("scicl",)
+    assert "transcripts" in MANIFEST.formats
+
+
+def test_loads_transcripts_and_reports_bad_lines(panel, transcripts):
+    assert panel.open_file(transcripts)
+    assert panel.transcript_list.count() == 4
+    assert panel.turns_table.rowCount() == 3
+    assert panel.turns_table.item(1, 2).text() == "yes, a great plan"
+    assert "1 malformed line(s) skipped (first: line 2" in panel.status.text()
+    panel.transcript_list.setCurrentRow(1)
+    assert panel.model.transcript.id == "1/rejected" and panel.turns_table.rowCount() == 2
+
+
+def test_a_bad_file_is_reported_not_raised(panel, host, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json at all\n")
+    assert not panel.open_file(bad)
+    assert host.errors and str(bad) in host.errors[0][1]
+
+
+def test_search_moves_to_the_hit(panel, transcripts):
+    panel.open_file(transcripts)
+    panel.search_edit.setText("RISKS")
+    assert panel.hits_label.text() == "2 hit(s)"
+    assert panel.model.transcript.id == "1/rejected" and panel.turns_table.currentRow() == 1
+
+
+def test_relabel_is_undoable_through_the_window_history(panel, host, transcripts):
+    panel.open_file(transcripts)
+    panel.turns_table.item(1, COL_LABEL).setText("sycophantic")
+    panel.turns_table.item(0, COL_NOTE).setText("asks for approval")
+    turns = panel.model.transcript.turns
+    assert turns[1].meta["label"] == "sycophantic" and turns[0].meta["note"] == "asks for approval"
+    assert host.history.stack.count() == 2
+    host.history.stack.undo()
+    assert "note" not in turns[0].meta and panel.turns_table.item(0, COL_NOTE).text() == ""
+    host.history.stack.undo()
+    assert "label" not in turns[1].meta and panel.turns_table.item(1, COL_LABEL).text() == ""
+    host.history.stack.redo()
+    assert panel.turns_table.item(1, COL_LABEL).text() == "sycophantic"
+
+
+def test_edits_survive_as_json(transcripts):
+    model = DialogueModel()
+    model.load(transcripts)
+    command = model.edit(0, "label", "opening")
+    again = decode(json.loads(json.dumps(command.to_json())))
+    assert isinstance(again, SetTurnField) and again == command
+    again.apply(model)
+    assert model.transcript.turns[0].meta["label"] == "opening"
+    again.revert(model)
+    assert "label" not in model.transcript.turns[0].meta
+    with pytest.raises(ValueError):
+        model.edit(0, "role", "assistant")
+
+
+def test_exports_transcripts_and_metrics(panel, transcripts, tmp_path):
+    panel.open_file(transcripts)
+    panel.turns_table.item(1, COL_LABEL).setText("agrees")
+    panel.export_transcripts(tmp_path / "out.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert len(lines) == 10 and lines[1]["label"] == "agrees"
+    panel.export_metrics(tmp_path / "out.csv")
+    header, first = (tmp_path / "out.csv").read_text().splitlines()[:2]
+    assert header.startswith("transcript,turn,role,label") and first.startswith("1/chosen,0,")
+    panel.export_figure(tmp_path / "beliefs.png")
+    assert (tmp_path / "beliefs.png").stat().st_size > 0
+
+
+def test_scored_transcript_is_plotted_and_the_turn_marked(panel, tmp_path):
+    path = tmp_path / "scored.jsonl"
+    rows = [{"transcript": "d", "role": r, "content": f"t{i}", "belief": 0.1 * i}
+            for i, r in enumerate(["user", "assistant"] * 3)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    panel.open_file(path)
+    assert set(panel.belief_plot.series_names()) >= {"user", "assistant"}
+    assert panel.belief_plot.point_count("user") == 3
+    panel.turns_table.setCurrentCell(3, 2)
+    assert panel.belief_plot.point_count("selected turn") == 1
+
+
+def test_runs_the_simulator_from_the_form_and_shows_its_figures(panel, host, tmp_path):
+    assert panel.method_box.currentText() == "scicl.simulate"
+    panel.form.set_values({"turns": 50, "seeds": 3})
+    panel.run()
+    (submitted,) = host.submitted
+    assert submitted["method"] == "scicl.simulate" and submitted["params"]["turns"] == 50
+    job = next(iter(panel.jobs))
+    figure = Path(host.run_dir(job)) / "artifacts" / "trajectories.json"
+    figure.write_text(json.dumps({"kind": "plot", "title": "t", "series": [
+        {"name": "b_a", "x": [0, 1], "y": [0, 1], "style": "line"}]}))
+    host.emit(job, "job_artifact", name="trajectories", kind="plot",
+              path="artifacts/trajectories.json", meta={})
+    assert panel.figure_list.count() == 1 and panel.tabs.currentIndex() == TAB_FIGURES
+    assert panel.figure_plot.series_names() == ["b_a"]
+    host.emit(job, "job_progress", step=20, total=150, metrics={"collapsed": 0.0})
+    assert "20 / 150" in panel.run_status.text()
+    host.emit(job, "job_state", state="failed", reason="ChatError: HTTP 500")
+    assert "HTTP 500" in panel.run_status.text()
+
+
+def test_invalid_parameters_are_shown_on_the_form(panel, host):
+    panel.form.set_values({"turns": 5})  # below the minimum of 10
+    panel.run()
+    assert not panel.jobs
+    assert "turns" in (panel.form.errors() or {}) or "Not started" in panel.run_status.text()
+
+
+def test_a_finished_llm_dialogue_opens_its_transcript(panel, host):
+    panel.select_method("scicl.llm_dialogue")
+    panel.form.set_values({"turns": 2})
+    panel.run()
+    job = next(iter(panel.jobs))
+    artifacts = Path(host.run_dir(job)) / "artifacts"
+    (artifacts / "transcript.jsonl").write_text(
+        json.dumps({"transcript": "dialogue", "role": "user", "content": "hi", "score": 0.7})
+        + "\n")
+    host.emit(job, "job_result", outputs={"transcript": "artifacts/transcript.jsonl"})
+    assert panel.model.transcript.id == "dialogue" and panel.turns_table.rowCount() == 1
+
+
+def test_rewrite_a_turn_then_continue_the_dialogue_from_it(panel, host, transcripts):
+    panel.open_file(transcripts)
+    panel.turns_table.item(2, 2).setText("actually, I am not sure")
+    assert panel.model.transcript.turns[2].content == "actually, I am not sure"
+    panel.rerun_from_turn(2)
+    (submitted,) = host.submitted
+    assert submitted["method"] == "scicl.llm_dialogue"
+    assert submitted["params"]["prefix_turns"] == 3
+    prefix = [json.loads(line) for line in
+              Path(submitted["inputs"]["prefix"]).read_text().splitlines()]
+    assert [line["content"] for line in prefix][-1] == "actually, I am not sure"
+    host.history.stack.undo()
+    assert panel.model.transcript.turns[2].content == "thanks"
+
+
+def test_a_simulated_dialogue_shows_both_beliefs_per_turn(panel, host, tmp_path):
+    from engine.context import JobContext
+
+    panel.form.set_values({"turns": 40, "seeds": 2, "bootstrap": 10, "spectral_window": 20})
+    panel.run()
+    job = next(iter(panel.jobs))
+    run_dir = Path(host.run_dir(job))
+    spec = next(s for s in scicl.SPECS if s.id == "scicl.simulate")
+    outputs = spec.run(JobContext(job, run_dir, emit=lambda e: None),
+                       spec.params(**host.submitted[0]["params"]), {})
+    host.emit(job, "job_result", outputs=outputs)
+    assert panel.turns_table.rowCount() == 40
+    assert panel.belief_plot.point_count("user belief") == 40
+    assert panel.belief_plot.point_count("assistant belief") == 40
