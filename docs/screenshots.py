@@ -13,7 +13,9 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``runs-compare.png``  the runs dock overlaying the loss of two ``eos.train`` runs with
                         different step sizes;
 - ``lab-ccfm.png``      the lab's Artifacts tab after ``ccfm.sample``: the chance-constrained
-                        sample cloud against the ground truth and the constraint.
+                        sample cloud against the ground truth and the constraint;
+- ``dialogue-map.png``  the dialogue panel after ``scicl.gain_map``: the collapse map over
+                        (user gain x assistant gain) with the theoretical boundary.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -45,6 +47,7 @@ SETTLE_S = 0.6  # pyqtgraph redraws at most 30 times a second; let the last fram
 EOS_PARAMS = {"eta_times_inv_L": 10.0, "steps": 100, "record_every": 1}
 COMPARE_ETA = 1.0  # the second run of the comparison: a stable step size
 COMPARE_DOCK_HEIGHT = 470
+SCICL_MAP_PARAMS = {"grid": 25, "seeds": 10, "turns": 200}
 
 sys.path.insert(0, str(ROOT))  # run as a file: import the checkout's packages
 
@@ -205,6 +208,26 @@ async def drive(window, out: Path) -> None:
     lab.tabs.setCurrentIndex(TAB_ARTIFACTS)
     await settle(window)
     save(window, out, "lab-ccfm.png")
+
+    step("scicl.gain_map in the dialogue panel")
+    window.open_paper("scicl")
+    dialogue = window.panel_widgets.get("dialogue")
+    if dialogue is None:
+        raise StepFailed(f"the scicl paper did not open the dialogue panel: {window.errors}")
+    await wait_until("the dialogue panel to list scicl.gain_map",
+                     lambda: dialogue.method_box.findText("scicl.gain_map") >= 0,
+                     ENGINE_TIMEOUT_S)
+    dialogue.select_method("scicl.gain_map")
+    dialogue.form.set_values(SCICL_MAP_PARAMS)
+    dialogue.run()
+    await wait_until("the collapse map to arrive",
+                     lambda: any("/ collapse_map " in label for label in dialogue.figures),
+                     JOB_TIMEOUT_S)
+    label = next(label for label in dialogue.figures if "/ collapse_map " in label)
+    dialogue.figure_list.setCurrentRow(list(dialogue.figures).index(label))
+    dock.select(dialogue.figures[label][0])
+    await settle(window)
+    save(window, out, "dialogue-map.png")
     step("done")
 
 
