@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,20 +37,46 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ray_head(tmp_path_factory):
-    """A Ray head with 4 logical CPUs (the sweep runs jobs side by side), its files in tmp."""
-    temp = tmp_path_factory.mktemp("ray")
+def ray_head():
+    """A Ray head with 4 logical CPUs (the sweep runs jobs side by side), its files in a short
+    temporary folder (Ray's Unix sockets live there and their paths are limited to 107 bytes).
+    A head that a fresh driver cannot join fails the tests with Ray's own words and log tails."""
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
     port = _free_port()
+    address = f"127.0.0.1:{port}"
     ray_cli = shutil.which("ray", path=str(Path(sys.executable).parent)) or "ray"
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    subprocess.run([ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
-                    f"--temp-dir={temp}", "--num-cpus=4", "--include-dashboard=false",
-                    "--disable-usage-stats"], check=True, env=env, capture_output=True,
-                   timeout=180)
-    yield f"127.0.0.1:{port}"
-    if ray.is_initialized():
-        ray.shutdown()
-    subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+    started = subprocess.run(
+        [ray_cli, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+         f"--temp-dir={temp}", "--num-cpus=4", "--include-dashboard=false",
+         "--object-store-memory=200000000", "--disable-usage-stats"],
+        env=env, capture_output=True, text=True, timeout=180)
+    joined = started.returncode == 0 and subprocess.run(
+        [sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1]); "
+         "print(ray.cluster_resources())", address],
+        env=env, capture_output=True, text=True, timeout=180)
+    try:
+        if not joined or joined.returncode != 0:
+            pytest.fail(_head_report(started, joined, temp), pytrace=False)
+        yield address
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        subprocess.run([ray_cli, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _head_report(started, joined, temp: Path) -> str:
+    """What went wrong starting or joining the head: command output and Ray's log tails."""
+    lines = [f"ray start exit {started.returncode}: {started.stderr[-1500:]}"]
+    if joined:
+        lines.append(f"driver exit {joined.returncode}: {joined.stderr[-2000:]}")
+    logs = sorted(temp.glob("session_*/logs/*.err")) + list(temp.glob("session_*/logs/raylet.out"))
+    for log in logs:
+        tail = log.read_text(errors="replace")[-600:].strip()
+        if tail:
+            lines.append(f"{log.name}: {tail}")
+    return "\n".join(lines)
 
 
 class Recorder:

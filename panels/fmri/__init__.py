@@ -1,0 +1,13 @@
+"""The fMRI 4D viewer: NIfTI files and BIDS folders as three linked slices or a lightbox, a
+time axis, an overlay on the anatomy, ROIs and their connectivity (FSLeyes-style)."""
+
+from panels.api import PanelManifest
+
+MANIFEST = PanelManifest(
+    id="fmri",
+    title="fMRI 4D viewer",
+    factory="panels.fmri.view:FmriPanel",
+    formats=("nifti", "bids"),
+    exports=("png", "svg"),
+    papers=("brainworld",),
+)
