@@ -225,9 +225,10 @@ async def drive(window, out: Path) -> None:
                      JOB_TIMEOUT_S)
     label = next(label for label in dialogue.figures if "/ collapse_map " in label)
     dialogue.figure_list.setCurrentRow(list(dialogue.figures).index(label))
-    dock.select(dialogue.figures[label][0])
+    window.runs_dock_widget.hide()  # the map needs the height
     await settle(window)
     save(window, out, "dialogue-map.png")
+    window.runs_dock_widget.show()
     step("done")
 
 
