@@ -140,6 +140,7 @@ class RayExecutor(Executor):
             # Keep today's behaviour (jobs without GPUs see none) without Ray's warning.
             os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
             if not ray.is_initialized():
+                use_cluster_token()
                 ray.init(address=self.address, namespace=NAMESPACE, log_to_driver=False,
                          logging_level="WARNING")
 
@@ -330,6 +331,20 @@ class _RayJob:
         if not self.finished:
             self.finished = True
             self.sink(event)
+
+
+def use_cluster_token() -> None:
+    """Send the cluster's token when one is at hand. Since Ray 2.5x, `ray start` turns token
+    authentication on and writes ~/.ray/auth_token, but a driver joining it sends the token
+    (from there, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH) only in token mode; an explicit
+    RAY_AUTH_MODE is respected. Older Ray has no token authentication."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 def _probe(address: str, timeout_s: float = 3.0) -> None:

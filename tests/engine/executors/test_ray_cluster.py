@@ -52,7 +52,8 @@ def ray_head():
          "--object-store-memory=200000000", "--disable-usage-stats"],
         env=env, capture_output=True, text=True, timeout=180)
     joined = started.returncode == 0 and subprocess.run(
-        [sys.executable, "-c", "import ray, sys; ray.init(address=sys.argv[1]); "
+        [sys.executable, "-c", "import ray, sys; from engine.executors.ray_cluster import "
+         "use_cluster_token; use_cluster_token(); ray.init(address=sys.argv[1]); "
          "print(ray.cluster_resources())", address],
         env=env, capture_output=True, text=True, timeout=180)
     try:
