@@ -15,7 +15,9 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``lab-ccfm.png``      the lab's Artifacts tab after ``ccfm.sample``: the chance-constrained
                         sample cloud against the ground truth and the constraint;
 - ``dialogue-map.png``  the dialogue panel after ``scicl.gain_map``: the collapse map over
-                        (user gain x assistant gain) with the theoretical boundary.
+                        (user gain x assistant gain) with the theoretical boundary;
+- ``routing-gcd.png``   the route canvas on the gcd design with ``chipstar.route``'s maze
+                        routes of five nets overlaid, differences marked.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -229,7 +231,39 @@ async def drive(window, out: Path) -> None:
     await settle(window)
     save(window, out, "dialogue-map.png")
     window.runs_dock_widget.show()
+
+    step("chipstar.route on gcd in the route canvas")
+    await screenshot_routing(window, out)
     step("done")
+
+
+ROUTING_NETS = ["_100_", "_101_", "_102_", "_103_", "_104_"]
+
+
+async def screenshot_routing(window, out: Path) -> None:
+    """The route canvas on the shared gcd design, net _100_ selected (tree, vias, GCell
+    snapping) and the maze router's routes of five nets (a real chipstar.route job) overlaid."""
+    from engine.vlsi import shared_design_paths
+
+    found = shared_design_paths()
+    if found is None:
+        raise StepFailed("../shared/data/vlsi (the gcd design) is absent")
+    lef, def_ = found
+    panel = window.open_panel("routing")
+    if panel is None or not panel.open_design(def_, lef):
+        raise StepFailed(f"the routing panel did not open gcd: {window.errors}")
+    panel.select_net(ROUTING_NETS[0])
+    if not panel.route("maze", ROUTING_NETS):
+        raise StepFailed(f"chipstar.route was not submitted: {window.errors}")
+    await wait_until("chipstar.route's DEF to be overlaid",
+                     lambda: panel.model.prediction is not None, JOB_TIMEOUT_S)
+    panel.select_net(ROUTING_NETS[0])
+    panel.canvas.box.scaleBy((3.0, 3.0))  # some context around the net
+    panel.tabs.setCurrentIndex(2)  # the Route tab: which nets differ
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "routing-gcd.png")
+    window.runs_dock_widget.show()
 
 
 async def _engine_reaped(window, timeout_s: float = 3.0) -> None:

@@ -1,0 +1,623 @@
+"""The 2D layout: a pyqtgraph plot in microns (its axes are the ruler) whose items are batches,
+so panning and zooming redraw a handful of items, not 100k.
+
+Every layer's signal wires (centre lines) and vias (cut rectangles) go into one
+``LayerRaster``: each frame it turns the visible wires into pixel runs with numpy and draws one
+image, layer colours from a table (a QPainter call per wire would cap 100k wires near 10
+frames/s). Pins, components, obstructions and special wires are rectangle outlines in one
+``RectsItem`` each; the overlays (GCell grid, congestion heat map, the selected net's tree and
+vias, its GCell snapping, the predicted routes and the GCell edges where prediction and
+reference differ) are ``PairsItem``s of axis-parallel segments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from pyqtgraph.Qt import internals
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtGui import QColor, QImage
+
+from engine.vlsi.def_ import SEG, VIA
+from panels.routing.geometry import (
+    CellGeometry,
+    cell_geometry,
+    congestion,
+    gcell_lines,
+    io_pin_rects,
+    outline_pairs,
+    segment_pairs,
+    special_rects,
+    via_rects,
+)
+from panels.routing.model import SPECIAL_COLOUR, RouteModel
+
+OVERLAYS = ("components", "pins", "special nets", "obstructions", "GCell grid", "congestion",
+            "snapping", "prediction")
+DEFAULT_OFF = {"GCell grid", "congestion", "obstructions"}
+HIGHLIGHT = "#ffffff"
+PREDICTED = "#ff9f1c"
+ONLY_PREDICTED = "#ff3b3b"
+ONLY_REFERENCE = "#2ec4ff"
+SNAP = "#f2e94e"
+
+
+class CanvasBox(pg.ViewBox):
+    """Left click reports the point (selection, drawing); left drag pans, the wheel zooms."""
+
+    def __init__(self, on_click) -> None:
+        super().__init__(lockAspect=True, enableMenu=False)
+        self._on_click = on_click
+
+    def mouseClickEvent(self, ev) -> None:
+        if ev.button() == Qt.MouseButton.LeftButton:
+            ev.accept()
+            point = self.mapSceneToView(ev.scenePos())
+            self._on_click(point.x(), point.y(), ev.modifiers())
+        else:
+            super().mouseClickEvent(ev)
+
+
+def bounds_of(points: np.ndarray) -> QRectF:
+    """The rectangle around ``(n, 2)`` points (an empty one for none)."""
+    if not len(points):
+        return QRectF()
+    lo, hi = points.min(axis=0), points.max(axis=0)
+    return QRectF(lo[0], lo[1], max(hi[0] - lo[0], 1e-9), max(hi[1] - lo[1], 1e-9))
+
+
+class PairsItem(pg.GraphicsObject):
+    """Axis-parallel line segments (point pairs, microns) drawn in one ``drawLines`` call.
+
+    Each paint drops the segments outside the viewport (numpy, in data coordinates), maps the
+    rest to device pixels and draws them with the identity transform in one call, clamped to
+    just beyond the viewport (exact for horizontal and vertical segments, the only kind a
+    layout has), so zooming in draws only what is seen."""
+
+    MARGIN = 16  # pixels drawn beyond the viewport (pen widths, clamped ends)
+
+    def __init__(self, pen) -> None:
+        super().__init__()
+        self.opts = {"pen": pen}
+        self._x = np.zeros((0, 2))
+        self._y = np.zeros((0, 2))
+        self._bounds = QRectF()
+        self._lines = internals.PrimitiveArray(QLineF, 4)
+        self._points = internals.PrimitiveArray(QPointF, 2)
+
+    def setPen(self, pen) -> None:
+        self.opts["pen"] = pg.mkPen(pen)
+        self.update()
+
+    def setData(self, points: np.ndarray) -> None:
+        points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+        self.prepareGeometryChange()
+        pairs = points.reshape(-1, 4)
+        self._x = np.ascontiguousarray(pairs[:, [0, 2]])
+        self._y = np.ascontiguousarray(pairs[:, [1, 3]])
+        self._lo = np.stack([self._x.min(axis=1), self._y.min(axis=1)]) if len(pairs) else None
+        self._hi = np.stack([self._x.max(axis=1), self._y.max(axis=1)]) if len(pairs) else None
+        self._bounds = bounds_of(points)
+        self.informViewBoundsChanged()
+        self.update()
+
+    def getData(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._x.reshape(-1), self._y.reshape(-1)
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange=None):
+        values = self._x if ax == 0 else self._y
+        return (float(values.min()), float(values.max())) if len(values) else None
+
+    def _visible(self, t, width: int, height: int) -> np.ndarray | None:
+        """Mask of segments inside the viewport (None: all of them), in data coordinates."""
+        inverse, _ = t.inverted()
+        corner_a = inverse.map(QPointF(-self.MARGIN, -self.MARGIN))
+        corner_b = inverse.map(QPointF(width + self.MARGIN, height + self.MARGIN))
+        x0, x1 = sorted((corner_a.x(), corner_b.x()))
+        y0, y1 = sorted((corner_a.y(), corner_b.y()))
+        b = self._bounds
+        if b.left() >= x0 and b.right() <= x1 and b.top() >= y0 and b.bottom() <= y1:
+            return None
+        return ((self._hi[0] >= x0) & (self._lo[0] <= x1) & (self._hi[1] >= y0)
+                & (self._lo[1] <= y1))
+
+    def paint(self, painter, option, widget=None) -> None:
+        if not len(self._x):
+            return
+        t = painter.transform()
+        device = painter.device()
+        width, height = device.width(), device.height()
+        mask = self._visible(t, width, height)
+        x, y = (self._x, self._y) if mask is None else (self._x[mask], self._y[mask])
+        if not len(x):
+            return
+        m = self.MARGIN
+        px = np.clip(x * t.m11() + t.m31(), -m, width + m)
+        py = np.clip(y * t.m22() + t.m32(), -m, height + m)
+        painter.save()
+        painter.resetTransform()
+        painter.setRenderHint(painter.RenderHint.Antialiasing, False)
+        painter.setPen(self.opts["pen"])
+        self._draw(painter, px, py)
+        painter.restore()
+
+    def _draw(self, painter, px: np.ndarray, py: np.ndarray) -> None:
+        self._lines.resize(len(px))
+        out = self._lines.ndarray()
+        out[:, 0], out[:, 2] = px[:, 0], px[:, 1]
+        out[:, 1], out[:, 3] = py[:, 0], py[:, 1]
+        painter.drawLines(*self._lines.drawargs())
+
+
+class RectsItem(PairsItem):
+    """Rectangle outlines; rectangles under ``DOT_PIXELS`` across are drawn as one point each
+    (a via seen from afar), four times fewer primitives than their edges."""
+
+    DOT_PIXELS = 3
+
+    def set_rects(self, rects: np.ndarray) -> None:
+        rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
+        self.setData(rects[:, [0, 1, 2, 3]].reshape(-1, 2))  # one "pair" per rectangle
+
+    def getData(self) -> tuple[np.ndarray, np.ndarray]:
+        points = outline_pairs(np.c_[self._x[:, 0], self._y[:, 0], self._x[:, 1],
+                                     self._y[:, 1]])
+        return points[:, 0], points[:, 1]
+
+    def _draw(self, painter, px: np.ndarray, py: np.ndarray) -> None:
+        small = (np.abs(px[:, 1] - px[:, 0]) < self.DOT_PIXELS) & (
+            np.abs(py[:, 1] - py[:, 0]) < self.DOT_PIXELS)
+        if small.any():
+            self._points.resize(int(small.sum()))
+            out = self._points.ndarray()
+            out[:, 0] = px[small].mean(axis=1)
+            out[:, 1] = py[small].mean(axis=1)
+            painter.drawPoints(*self._points.drawargs())
+        big = ~small
+        if big.any():
+            x1, x2 = px[big, 0], px[big, 1]
+            y1, y2 = py[big, 0], py[big, 1]
+            edges_x = np.stack([x1, x2, x2, x2, x2, x1, x1, x1], axis=1).reshape(-1, 2)
+            edges_y = np.stack([y1, y1, y1, y2, y2, y2, y2, y1], axis=1).reshape(-1, 2)
+            super()._draw(painter, edges_x, edges_y)
+
+
+@dataclass
+class LayerBatch:
+    """One layer's wires (segments ``(n, 4)``) or vias (rectangles ``(n, 4)``), microns."""
+
+    shapes: np.ndarray
+    rects: bool            # vias: rectangles, drawn as a pixel when under DOT_PIXELS
+    colour: str
+    visible: bool = True
+
+
+class LayerRaster(pg.GraphicsObject):
+    """Every layer's wires and vias drawn as one image per frame, KLayout-style.
+
+    A QPainter line costs about a microsecond, so 100k of them cannot be drawn 30 times a
+    second; instead each paint maps the visible segments to pixel runs with numpy (a
+    horizontal wire is a run of one row, a vertical one a run of one column), writes each
+    layer's index into an 8-bit frame, bottom layer first so upper layers cover lower ones,
+    and draws the frame once through a colour table. Cost: the pixels the visible wires
+    cover, not the wires. Vias under ``DOT_PIXELS`` across are one pixel; larger ones are
+    their outlines."""
+
+    DOT_PIXELS = 3
+    MAX_PIXEL_WRITES = 30_000_000  # beyond it, a layer's longest runs are drawn first
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers: dict[str, LayerBatch] = {}
+        self._bounds = QRectF()
+        self._frame = np.zeros(0, dtype=np.uint8)
+        self.painted = 0  # frames drawn (the benchmark checks every frame was)
+
+    def set_layers(self, layers: dict[str, LayerBatch]) -> None:
+        """Layers bottom-up (later ones are drawn over earlier ones)."""
+        self.prepareGeometryChange()
+        self.layers = layers
+        shapes = [b.shapes.reshape(-1, 2) for b in layers.values() if len(b.shapes)]
+        self._bounds = bounds_of(np.concatenate(shapes) if shapes else np.zeros((0, 2)))
+        self.informViewBoundsChanged()
+        self.update()
+
+    def set_style(self, name: str, visible: bool, colour: str) -> None:
+        batch = self.layers.get(name)
+        if batch is not None and (batch.visible, batch.colour) != (visible, colour):
+            batch.visible, batch.colour = visible, colour
+            self.update()
+
+    def count(self, name: str) -> int:
+        batch = self.layers.get(name)
+        return 0 if batch is None else len(batch.shapes)
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(self._bounds)
+
+    def dataBounds(self, ax: int, frac: float = 1.0, orthoRange=None):
+        if self._bounds.isNull():
+            return None
+        if ax == 0:
+            return self._bounds.left(), self._bounds.right()
+        return self._bounds.top(), self._bounds.bottom()
+
+    def render_frame(self, t, width: int, height: int) -> tuple[np.ndarray, list[str]]:
+        """The 8-bit frame (0 = empty, k = the k-th drawn layer) and its layers' colours."""
+        if self._frame.size != width * height:
+            self._frame = np.zeros(width * height, dtype=np.uint8)
+        frame = self._frame
+        frame[:] = 0
+        colours = []
+        for batch in self.layers.values():
+            if not batch.visible or not len(batch.shapes):
+                continue
+            colours.append(batch.colour)
+            index = _pixel_runs(batch, t, width, height, self.DOT_PIXELS,
+                                self.MAX_PIXEL_WRITES)
+            frame[index] = len(colours)
+        return frame.reshape(height, width), colours
+
+    def paint(self, painter, option, widget=None) -> None:
+        device = painter.device()
+        width, height = device.width(), device.height()
+        if not self.layers or width <= 0 or height <= 0:
+            return
+        frame, colours = self.render_frame(painter.transform(), width, height)
+        self.painted += 1
+        if not colours:
+            return
+        palette = np.array([0] + [QColor(c).rgba() for c in colours], dtype=np.uint32)
+        pixels = palette[frame]  # opaque colours and a transparent 0: premultiplied as is
+        image = QImage(pixels.data, width, height, 4 * width,
+                       QImage.Format.Format_ARGB32_Premultiplied)
+        painter.save()
+        painter.resetTransform()
+        painter.drawImage(0, 0, image)
+        painter.restore()
+
+
+def _pixel_runs(batch: LayerBatch, t, width: int, height: int, dot: int,
+                budget: int) -> np.ndarray:
+    """Flat frame indices a layer covers (its wires' runs, its vias' dots or outlines)."""
+    shapes = batch.shapes
+    x = shapes[:, [0, 2]] * t.m11() + t.m31()
+    y = shapes[:, [1, 3]] * t.m22() + t.m32()
+    xa, xb = np.floor(x.min(axis=1)), np.floor(x.max(axis=1))
+    ya, yb = np.floor(y.min(axis=1)), np.floor(y.max(axis=1))
+    seen = (xb >= 0) & (xa < width) & (yb >= 0) & (ya < height)
+    xa, xb, ya, yb = xa[seen], xb[seen], ya[seen], yb[seen]
+    if batch.rects:
+        small = ((xb - xa) < dot) & ((yb - ya) < dot)
+        cx = ((xa[small] + xb[small]) // 2).clip(0, width - 1).astype(np.int64)
+        cy = ((ya[small] + yb[small]) // 2).clip(0, height - 1).astype(np.int64)
+        dots = cy * width + cx
+        big = ~small
+        xa, xb, ya, yb = (np.r_[xa[big], xa[big], xa[big], xb[big]],
+                          np.r_[xb[big], xb[big], xa[big], xb[big]],
+                          np.r_[ya[big], yb[big], ya[big], ya[big]],
+                          np.r_[ya[big], yb[big], yb[big], yb[big]])
+    else:
+        dots = np.zeros(0, dtype=np.int64)
+    flat = ya == yb  # a row run (a point is a one-pixel run); the others are column runs
+    runs = []
+    for along_x in (True, False):
+        m = flat if along_x else ~flat
+        if along_x:
+            start = xa[m].clip(0, width - 1)
+            length = (xb[m].clip(0, width - 1) - start + 1).astype(np.int64)
+            base = ya[m].clip(0, height - 1).astype(np.int64) * width + start.astype(np.int64)
+            step = 1
+        else:
+            start = ya[m].clip(0, height - 1)
+            length = (yb[m].clip(0, height - 1) - start + 1).astype(np.int64)
+            base = start.astype(np.int64) * width + xa[m].clip(0, width - 1).astype(np.int64)
+            step = width
+        if not len(length):
+            continue
+        if length.sum() > budget:  # absurd overlap: keep the longest runs
+            order = np.argsort(-length)
+            keep = order[:np.searchsorted(np.cumsum(length[order]), budget)]
+            base, length = base[keep], length[keep]
+        offsets = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
+        runs.append(np.repeat(base, length) + offsets * step)
+    return np.concatenate([dots, *runs]) if runs else dots
+
+
+def pairs_item(colour: str, width: float = 1.0, z: float = 0.0,
+               style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> PairsItem:
+    item = PairsItem(pg.mkPen(colour, width=width, style=style))
+    item.setZValue(z)
+    return item
+
+
+def rects_item(colour: str, width: float = 1.0, z: float = 0.0,
+               style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> RectsItem:
+    item = RectsItem(pg.mkPen(colour, width=width, style=style))
+    item.setZValue(z)
+    return item
+
+
+def set_pairs(item: PairsItem, points: np.ndarray) -> None:
+    item.setData(points)
+
+
+class LayoutCanvas(pg.PlotWidget):
+    """Draws a ``RouteModel``; ``redraw()`` after a load, ``draw_wiring()`` after an edit."""
+
+    def __init__(self, model: RouteModel, on_click=lambda x, y, modifiers: None) -> None:
+        self.box = CanvasBox(on_click)
+        super().__init__(viewBox=self.box)
+        self.model = model
+        self.setLabel("bottom", "x", units="µm")
+        self.setLabel("left", "y", units="µm")
+        for axis in ("bottom", "left"):  # microns, never rescaled to mm or nm
+            self.getAxis(axis).enableAutoSIPrefix(False)
+        self.showGrid(False, False)
+        self.overlay_on = {name: name not in DEFAULT_OFF for name in OVERLAYS}
+        self.raster = LayerRaster()   # every layer's wires and vias
+        self.raster.setZValue(2)
+        self.addItem(self.raster)
+        self.specials: dict[str, RectsItem] = {}
+        self.cells = CellGeometry()
+        self.die = self._add(rects_item("#666666", 1, -5))
+        self.components = self._add(rects_item("#5a5a5a", 1, -4))
+        self.cell_pins = self._add(rects_item("#9a9a9a", 1, -3))
+        self.io_pins = self._add(rects_item("#ffffff", 2, 8))
+        self.obstructions = self._add(rects_item("#a05050", 1, -3, Qt.PenStyle.DashLine))
+        self.grid_lines = self._add(pairs_item("#4f9a4f", 1, 1.5))
+        self.heat = pg.ImageItem()
+        self.heat.setZValue(0)  # over the cells, under the wires
+        self.heat.setOpacity(0.85)
+        self.addItem(self.heat)
+        self.highlight = self._add(pairs_item(HIGHLIGHT, 3, 20))
+        self.highlight_vias = self._add(rects_item(HIGHLIGHT, 2, 21))
+        self.chosen = self._add(pairs_item("#ff00ff", 4, 22))
+        self.snap_tree = self._add(pairs_item(SNAP, 2, 23, Qt.PenStyle.DashLine))
+        self.snap_nodes = pg.ScatterPlotItem(size=9, pen=pg.mkPen(SNAP), brush=None)
+        self.snap_nodes.setZValue(24)
+        self.addItem(self.snap_nodes)
+        self.predicted = self._add(pairs_item(PREDICTED, 2, 18, Qt.PenStyle.DashLine))
+        self.only_predicted = self._add(pairs_item(ONLY_PREDICTED, 3, 19))
+        self.only_reference = self._add(pairs_item(ONLY_REFERENCE, 3, 19))
+        self.shorts = pg.ScatterPlotItem(size=16, symbol="x", pen=pg.mkPen("#ff0000", width=3),
+                                         brush=pg.mkBrush("#ff0000"))
+        self.shorts.setZValue(30)
+        self.addItem(self.shorts)
+        self.congestion_map: np.ndarray | None = None
+
+    def _add(self, item):
+        self.addItem(item)
+        return item
+
+    # -- whole design ------------------------------------------------------------------------
+
+    def redraw(self) -> None:
+        """Everything, after a design (or its LEF) is loaded."""
+        model = self.model
+        design = model.design
+        scale = design.dbu_per_micron
+        for item in self.specials.values():
+            self.removeItem(item)
+        self.specials = {style.name: self._add(rects_item(SPECIAL_COLOUR, 1, 1))
+                         for style in model.styles if style.kind == "routing"}
+        if design.die_area:
+            x1, y1, x2, y2 = (np.asarray(design.die_area[:4]) / scale).tolist()
+            self.die.set_rects([[x1, y1, x2, y2]])
+        self.cells = cell_geometry(design, model.lef)
+        self.components.set_rects(self.cells.outlines)
+        pins = [r for r in self.cells.pins.values()]
+        self.cell_pins.set_rects(np.concatenate(pins) if pins else [])
+        obstructions = list(self.cells.obstructions.values())
+        self.obstructions.set_rects(np.concatenate(obstructions) if obstructions else [])
+        self.io_pins.set_rects(io_pin_rects(design)[0])
+        set_pairs(self.grid_lines, gcell_lines(design))
+        self.draw_wiring()
+        self.apply_visibility()
+        self.autoRange()
+
+    def draw_wiring(self) -> None:
+        """Wires, vias and special wires per layer, then the congestion map and overlays."""
+        design = self.model.design
+        scale = design.dbu_per_micron
+        special = self.model.special
+        rows = design.segments
+        is_special = special[rows[:, SEG["net"]]] if len(rows) else np.zeros(0, bool)
+        signal = rows[~is_special]
+        index = {name: i for i, name in enumerate(design.layer_names)}
+        vias = self._via_rects()
+        layers = {}
+        for style in sorted(self.model.styles, key=lambda s: s.level):
+            if style.kind == "routing":
+                chosen = signal[signal[:, SEG["layer"]] == index.get(style.name, -1)]
+                shapes = segment_pairs(chosen, scale).reshape(-1, 4)
+            else:
+                shapes = vias.get(style.name, np.zeros((0, 4)))
+            layers[style.name] = LayerBatch(shapes, style.kind != "routing", style.colour,
+                                            style.visible)
+        self.raster.set_layers(layers)
+        boxes = special_rects(design, special)
+        for name, item in self.specials.items():
+            item.set_rects(boxes.get(index.get(name, -1), []))
+        if self.overlay_on["congestion"]:
+            self.draw_congestion()
+        self.draw_selection()
+
+    def _via_rects(self) -> dict[str, np.ndarray]:
+        """Every via's cut rectangle (microns) by cut layer."""
+        design, model = self.model.design, self.model
+        vias = design.vias_placed
+        cut_of = model.via_cut_layer()
+        by_layer: dict[str, list[np.ndarray]] = {}
+        for via_id in np.unique(vias[:, VIA["via"]]) if len(vias) else []:
+            rows = vias[vias[:, VIA["via"]] == via_id]
+            name = design.via_names[via_id]
+            cut = cut_of[via_id]
+            box = via_rects(design, model.lef, name, cut)[0]
+            rects = np.repeat(rows[:, [VIA["x"], VIA["y"]]], 2, axis=0).reshape(-1, 4) + box
+            by_layer.setdefault(cut, []).append(rects / design.dbu_per_micron)
+        return {name: np.concatenate(parts) for name, parts in by_layer.items()}
+
+    def draw_congestion(self) -> None:
+        design = self.model.design
+        if "X" not in design.gcell_grid or "Y" not in design.gcell_grid:
+            self.heat.clear()
+            self.congestion_map = None
+            return
+        visible = [design.layer_names.index(s.name) for s in self.model.styles
+                   if s.kind == "routing" and s.visible and s.name in design.layer_names]
+        self.congestion_map = congestion(design, self.model.lef, visible)
+        grid, scale = design.gcell_grid, design.dbu_per_micron
+        (x0, nx, sx), (y0, ny, sy) = grid["X"], grid["Y"]
+        top = self.congestion_map.max()
+        self.heat.setImage(self.congestion_map, autoLevels=False,
+                           levels=(0, top if top > 0 else 1))
+        self.heat.setColorMap(pg.colormap.get("inferno"))
+        self.heat.setRect(QRectF(x0 / scale, y0 / scale, nx * sx / scale, ny * sy / scale))
+
+    # -- the selected net and overlays ------------------------------------------------------
+
+    def draw_selection(self, element: tuple[str, list] | None = None) -> None:
+        model, design = self.model, self.model.design
+        scale = design.dbu_per_micron
+        index = model.selected
+        if index is None:
+            for item in (self.highlight, self.highlight_vias, self.snap_tree, self.chosen):
+                item.setData([])
+            self.snap_nodes.setData([])
+            self.shorts.setData([])
+        else:
+            segments, vias = design.net_wiring(index)
+            set_pairs(self.highlight, segment_pairs(segments, scale))
+            half = 0.1
+            points = vias[:, [VIA["x"], VIA["y"]]] / scale
+            self.highlight_vias.set_rects(np.c_[points - half, points + half])
+            self._draw_snapping(index)
+            found = model.shorts(index)
+            self.shorts.setData([xy[0] for _, _, xy in found], [xy[1] for _, _, xy in found])
+            self.draw_element(element)
+        self.draw_prediction()
+
+    def draw_element(self, element: tuple[str, list] | None) -> None:
+        """The segment or via picked for editing."""
+        scale = self.model.design.dbu_per_micron
+        if element is None:
+            set_pairs(self.chosen, [])
+        elif element[0] == "segment":
+            x1, y1, x2, y2 = element[1][1:5]
+            set_pairs(self.chosen, np.array([[x1, y1], [x2, y2]]) / scale)
+        else:
+            x, y = element[1][2:4]
+            half = 0.15 * scale
+            set_pairs(self.chosen, outline_pairs([[x - half, y - half, x + half, y + half]])
+                      / scale)
+
+    def _draw_snapping(self, index: int) -> None:
+        snapped = self.model.snapped(index) if self.overlay_on["snapping"] else None
+        if snapped is None:
+            set_pairs(self.snap_tree, [])
+            self.snap_nodes.setData([])
+            return
+        from engine.vlsi.grid import Snapper
+
+        snapper = Snapper(self.model.design, self.model.lef)
+        scale = self.model.design.dbu_per_micron
+        planar = [(snapper.centre(a), snapper.centre(b)) for a, b in sorted(snapped.edges)
+                  if a[2] == b[2]]
+        set_pairs(self.snap_tree, np.asarray(planar, dtype=np.float64).reshape(-1, 2) / scale)
+        spots = []
+        for node, symbol, colour in ([(snapped.driver, "s", "#ffffff")]
+                                     + [(load, "o", SNAP) for load in snapped.loads]
+                                     + [(a, "t", "#ff66ff") for a, b in snapped.edges
+                                        if a[2] != b[2]]):
+            x, y = snapper.centre(node)
+            spots.append({"pos": (x / scale, y / scale), "symbol": symbol,
+                          "pen": pg.mkPen(colour, width=2), "brush": None})
+        self.snap_nodes.setData(spots)
+
+    def draw_prediction(self) -> None:
+        model = self.model
+        if model.prediction is None or not self.overlay_on["prediction"]:
+            for item in (self.predicted, self.only_predicted, self.only_reference):
+                set_pairs(item, [])
+            return
+        predicted = model.prediction
+        scale = predicted.dbu_per_micron
+        names = set(model.differing_nets())
+        keep = np.array([n.name in names for n in predicted.nets], dtype=bool)
+        rows = predicted.segments[keep[predicted.segments[:, SEG["net"]]]] \
+            if len(predicted.segments) else predicted.segments
+        set_pairs(self.predicted, segment_pairs(rows, scale))
+        only_p, only_r = [], []
+        if model.selected is not None:
+            trees = model.grid_trees(model.design.nets[model.selected].name)
+            if trees is not None:
+                from engine.vlsi.grid import Snapper
+
+                snapper = Snapper(model.design, model.lef)
+                reference, guess = trees
+                mark = 0.3 * scale  # a layer change is a square around its GCell's centre
+                for edges, out in ((guess.edges - reference.edges, only_p),
+                                   (reference.edges - guess.edges, only_r)):
+                    for a, b in sorted(edges):
+                        if a[2] == b[2]:
+                            out.append((snapper.centre(a), snapper.centre(b)))
+                            continue
+                        x, y = snapper.centre(a)
+                        square = outline_pairs([[x - mark, y - mark, x + mark, y + mark]])
+                        out.extend(square.reshape(-1, 2, 2).tolist())
+        set_pairs(self.only_predicted, np.asarray(only_p, dtype=np.float64).reshape(-1, 2)
+                  / scale)
+        set_pairs(self.only_reference, np.asarray(only_r, dtype=np.float64).reshape(-1, 2)
+                  / scale)
+
+    # -- visibility --------------------------------------------------------------------------
+
+    def set_overlay(self, name: str, on: bool) -> None:
+        self.overlay_on[name] = bool(on)
+        self.apply_visibility()
+        if name == "congestion" and on and self.model.design is not None:
+            self.draw_congestion()
+        if name == "snapping" and self.model.selected is not None:
+            self._draw_snapping(self.model.selected)
+        if name == "prediction":
+            self.draw_prediction()
+
+    def apply_visibility(self) -> None:
+        on = self.overlay_on
+        for style in self.model.styles:
+            self.raster.set_style(style.name, style.visible, style.colour)
+            special = self.specials.get(style.name)
+            if special is not None:
+                special.setVisible(style.visible and on["special nets"])
+        self.components.setVisible(on["components"])
+        self.cell_pins.setVisible(on["pins"])
+        self.io_pins.setVisible(on["pins"])
+        self.obstructions.setVisible(on["obstructions"])
+        self.grid_lines.setVisible(on["GCell grid"])
+        self.heat.setVisible(on["congestion"])
+        self.snap_tree.setVisible(on["snapping"])
+        self.snap_nodes.setVisible(on["snapping"])
+        for item in (self.predicted, self.only_predicted, self.only_reference):
+            item.setVisible(on["prediction"])
+
+    def drawn_points(self, item: PairsItem) -> int:
+        """How many points an item holds (tests and the status line)."""
+        x, _ = item.getData()
+        return 0 if x is None else len(x)
+
+    def focus_net(self, index: int, margin_um: float = 2.0) -> None:
+        segments, vias = self.model.design.net_wiring(index)
+        scale = self.model.design.dbu_per_micron
+        points = np.concatenate([segments[:, [SEG["x1"], SEG["y1"]]],
+                                 segments[:, [SEG["x2"], SEG["y2"]]],
+                                 vias[:, [VIA["x"], VIA["y"]]]]) / scale
+        if not len(points):
+            return
+        lo, hi = points.min(0) - margin_um, points.max(0) + margin_um
+        self.box.setRange(QRectF(lo[0], lo[1], hi[0] - lo[0], hi[1] - lo[1]), padding=0)

@@ -1,0 +1,854 @@
+"""The route canvas panel: open LEF/DEF, look at the layout layer by layer, find a net, read
+its statistics and checks, edit its wiring (undoable, autosaved), compare with routes a
+router wrote (a second DEF, or ``chipstar.route`` run from here), save the DEF.
+
+Left: the layers (checkbox = visible, swatch = colour; double-click the swatch to change it),
+the overlays, the net search. Middle: the canvas (``LayoutCanvas``) or the 3-D layer stack.
+Right: the selected net (statistics, connectivity, shorts, editing), every net's statistics,
+and the router form. Design-wide checks run on a worker thread; edits go through
+``host.push_edit`` so the window's undo stack and autosave hold them.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QColorDialog,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.io import FormatError
+from panels.routing.canvas import OVERLAYS, LayoutCanvas
+from panels.routing.geometry import Checker
+from panels.routing.model import NetStats, RouteModel, decode
+from panels.routing.worker import Worker
+
+ROUTE_METHOD = "chipstar.route"
+STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
+                 "shorts", "leaf IoU"]
+MODES = ("Select", "Add wire", "Add via")
+TAB_NET, TAB_NETS, TAB_ROUTE = range(3)
+CLICK_PIXELS = 6
+SNAPPING_NOTE = (
+    "GCell snapping (engine.vlsi.grid): each wire marks every GCell it crosses on its layer; "
+    "a via joins its GCell on both layers; a pin sits at its first shape's centre; the tree "
+    "is the breadth-first tree from the driver pruned to the loads. Dashed yellow: the grid "
+    "tree; square: driver; circles: loads; triangles: layer changes.")
+
+
+class RoutingPanel(QWidget):
+    def __init__(self, host: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.model = RouteModel()
+        self.element: tuple[str, list] | None = None   # the picked segment or via
+        self.pending_start: tuple[int, int] | None = None
+        self.jobs: dict[str, str] = {}                   # job id -> method
+        self.all_stats: dict[str, NetStats] = {}
+        self.stack_view = None
+        self._generation = 0
+        self.worker = Worker(self)
+        self.worker.finished.connect(self._on_checks)
+        self._build()
+        self.model.events.connect("loaded", self._on_loaded)
+        self.model.events.connect("layers", self._on_layers)
+        self.model.events.connect("selected", lambda index: self._on_selected())
+        self.model.events.connect("wiring", self._on_wiring)
+        self.model.events.connect("prediction", self._on_prediction)
+        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.setAcceptDrops(True)
+
+    # -- layout ----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        bar = QHBoxLayout()
+        for text, slot in (("Open DEF…", self._choose_def), ("Open LEF…", self._choose_lef),
+                           ("Compare with DEF…", self._choose_prediction),
+                           ("Save DEF…", self._choose_save), ("Export image…",
+                                                              self._choose_export)):
+            button = QPushButton(text)
+            button.clicked.connect(slot)
+            bar.addWidget(button)
+        self.stack_box = QCheckBox("3-D layer stack")
+        self.stack_box.toggled.connect(self.set_3d)
+        bar.addWidget(self.stack_box)
+        bar.addStretch(1)
+        layout.addLayout(bar)
+
+        self.canvas = LayoutCanvas(self.model, self._on_canvas_click)
+        self.views = QStackedWidget()
+        self.views.addWidget(self.canvas)
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self._build_left())
+        splitter.addWidget(self.views)
+        splitter.addWidget(self._build_right())
+        splitter.setSizes([230, 800, 360])
+        layout.addWidget(splitter, 1)
+        self.status = QLabel("Open a DEF (and its LEF): File > Open, the buttons above, or "
+                             "drop the files here.")
+        self.status.setWordWrap(True)
+        self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.status)
+
+    def _build_left(self) -> QWidget:
+        left = QWidget()
+        column = QVBoxLayout(left)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.addWidget(QLabel("Layers (double-click a swatch for its colour)"))
+        self.layer_tree = QTreeWidget()
+        self.layer_tree.setHeaderLabels(["layer", "colour"])
+        self.layer_tree.setRootIsDecorated(False)
+        self.layer_tree.itemChanged.connect(self._on_layer_item)
+        self.layer_tree.itemDoubleClicked.connect(self._on_layer_double_click)
+        column.addWidget(self.layer_tree, 2)
+        column.addWidget(QLabel("Overlays"))
+        self.overlay_boxes: dict[str, QCheckBox] = {}
+        for name in OVERLAYS:
+            box = QCheckBox(name)
+            box.setChecked(self.canvas.overlay_on[name])
+            box.toggled.connect(lambda on, n=name: self.set_overlay(n, on))
+            self.overlay_boxes[name] = box
+            column.addWidget(box)
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("Find a net (name contains…)")
+        self.search_edit.textChanged.connect(self.search)
+        self.search_edit.returnPressed.connect(self._select_first_hit)
+        self.net_list = QListWidget()
+        self.net_list.currentItemChanged.connect(self._on_net_item)
+        column.addWidget(self.search_edit)
+        column.addWidget(self.net_list, 3)
+        return left
+
+    def _build_right(self) -> QWidget:
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._build_net_tab(), "Net")
+        self.nets_table = QTableWidget(0, len(STATS_COLUMNS))
+        self.nets_table.setHorizontalHeaderLabels(STATS_COLUMNS)
+        self.nets_table.horizontalHeader().setSectionResizeMode(
+            QHeaderView.ResizeMode.ResizeToContents)
+        self.nets_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.nets_table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.nets_table.cellDoubleClicked.connect(
+            lambda row, _col: self.select_net(self.nets_table.item(row, 0).text()))
+        self.tabs.addTab(self.nets_table, "All nets")
+        self.tabs.addTab(self._build_route_tab(), "Route")
+        return self.tabs
+
+    def _build_net_tab(self) -> QWidget:
+        tab = QWidget()
+        column = QVBoxLayout(tab)
+        self.net_info = QLabel("No net selected: click a wire or search by name.")
+        self.net_info.setWordWrap(True)
+        self.net_info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        column.addWidget(self.net_info)
+        self.snap_note = QLabel(SNAPPING_NOTE)
+        self.snap_note.setWordWrap(True)
+        self.snap_note.setStyleSheet("color: #999;")
+        column.addWidget(self.snap_note)
+        form = QFormLayout()
+        self.mode_box = QComboBox()
+        self.mode_box.addItems(MODES)
+        self.mode_box.currentTextChanged.connect(lambda _t: setattr(self, "pending_start", None))
+        self.layer_box = QComboBox()
+        self.via_box = QComboBox()
+        form.addRow("Click to", self.mode_box)
+        form.addRow("Wire layer", self.layer_box)
+        form.addRow("Via", self.via_box)
+        moves = QHBoxLayout()
+        self.dx_box = QDoubleSpinBox(minimum=-1000, maximum=1000, decimals=3, singleStep=0.14,
+                                     suffix=" µm")
+        self.dy_box = QDoubleSpinBox(minimum=-1000, maximum=1000, decimals=3, singleStep=0.14,
+                                     suffix=" µm")
+        for widget in (QLabel("dx"), self.dx_box, QLabel("dy"), self.dy_box):
+            moves.addWidget(widget)
+        form.addRow("Move by", moves)
+        column.addLayout(form)
+        buttons = QHBoxLayout()
+        self.move_button = QPushButton("Move picked")
+        self.move_button.clicked.connect(lambda: self.move_element(
+            self.model.snap(self.dx_box.value()), self.model.snap(self.dy_box.value())))
+        self.delete_button = QPushButton("Delete picked")
+        self.delete_button.clicked.connect(self.delete_element)
+        buttons.addWidget(self.move_button)
+        buttons.addWidget(self.delete_button)
+        column.addLayout(buttons)
+        self.check_info = QLabel("")
+        self.check_info.setWordWrap(True)
+        column.addWidget(self.check_info)
+        column.addStretch(1)
+        return tab
+
+    def _build_route_tab(self) -> QWidget:
+        tab = QWidget()
+        form = QFormLayout(tab)
+        self.router_box = QComboBox()
+        self.router_box.addItems(["maze", "learned"])
+        self.checkpoint_edit = QLineEdit()
+        self.checkpoint_edit.setPlaceholderText("checkpoint folder (learned router)")
+        choose = QPushButton("Checkpoint…")
+        choose.clicked.connect(self._choose_checkpoint)
+        self.route_nets_edit = QLineEdit()
+        self.route_nets_edit.setPlaceholderText("net names, comma-separated (default: the "
+                                                "selected net)")
+        self.route_button = QPushButton("Route with chipstar.route")
+        self.route_button.clicked.connect(lambda: self.route())
+        self.route_status = QLabel("")
+        self.route_status.setWordWrap(True)
+        form.addRow("Router", self.router_box)
+        form.addRow(self.checkpoint_edit, choose)
+        form.addRow("Nets", self.route_nets_edit)
+        form.addRow(self.route_button)
+        form.addRow(self.route_status)
+        return tab
+
+    def sizeHint(self) -> QSize:
+        return QSize(1400, 850)
+
+    # -- opening and saving ----------------------------------------------------------------
+
+    def open_file(self, path: str | os.PathLike) -> bool:
+        """A DEF (its folder's only LEF is opened with it when none is open yet) or a LEF
+        (an open DEF is re-read against it). Problems are reported, never raised."""
+        path = Path(path)
+        if path.suffix.lower() in (".lef", ".tlef"):
+            if not self._reading(lambda: self.model.load_lef(path)):
+                return False
+            if self.model.design is None:
+                self.status.setText(f"{path.name}: {len(self.model.lef.layers)} layers, "
+                                    f"{len(self.model.lef.macro_names)} cells. Now open a DEF.")
+            return True
+        lef = None
+        if self.model.lef is None:
+            found = sorted(path.parent.glob("*.lef"))
+            lef = found[0] if len(found) == 1 else None
+        return self.open_design(path, lef)
+
+    def open_design(self, def_path: str | os.PathLike, lef_path: str | os.PathLike | None
+                    ) -> bool:
+        return self._reading(lambda: self.model.load_def(def_path, lef_path))
+
+    def _reading(self, read) -> bool:
+        """Run a reader; a bad file is reported (file and line), never raised."""
+        try:
+            read()
+        except (FormatError, ValueError, KeyError, OSError) as exc:
+            self.host.show_error("Cannot open the design", str(exc))
+            self.status.setText(f"Not opened: {exc}")
+            return False
+        return True
+
+    def select_paper(self, slug: str) -> None:
+        """Opened from a paper's card: show the shared gcd design when nothing is open."""
+        from engine.vlsi import shared_design_paths
+
+        found = shared_design_paths()
+        if self.model.design is None and found is not None:
+            self.open_design(found[1], found[0])
+        self.tabs.setCurrentIndex(TAB_ROUTE)
+
+    def save_def(self, path: str | os.PathLike) -> bool:
+        try:
+            written = self.model.save(path)
+        except (OSError, ValueError) as exc:
+            self.host.show_error("Cannot save the DEF", f"{path}: {exc}")
+            return False
+        self.status.setText(f"Saved {written}")
+        return True
+
+    def load_prediction(self, path: str | os.PathLike) -> bool:
+        try:
+            self.model.load_prediction(path)
+        except (FormatError, ValueError, KeyError, OSError) as exc:
+            self.host.show_error("Cannot compare with the DEF", str(exc))
+            return False
+        return True
+
+    def _on_loaded(self) -> None:
+        design, model = self.model.design, self.model
+        self._generation += 1
+        self.element, self.pending_start = None, None
+        self._fill_layers()
+        self.layer_box.clear()
+        self.layer_box.addItems([s.name for s in model.styles if s.kind == "routing"])
+        self.via_box.clear()
+        vias = list(design.vias) + ([v.name for v in model.lef.vias.values() if v.default]
+                                    if model.lef else [])
+        self.via_box.addItems(sorted(set(vias) | set(design.via_names)))
+        self.canvas.redraw()
+        if self.stack_view is not None:
+            self.stack_view.set_model(model)
+        restored = 0
+        restore = getattr(self.host, "restore_edits", None)
+        if callable(restore):
+            try:
+                restored = restore(model.document, model, decode)
+            except (ValueError, KeyError) as exc:
+                self.host.show_error("Saved edits do not fit this design", str(exc))
+        summary = design.summary()
+        self.status.setText(
+            f"{Path(design.path).name}: design {design.name}, {summary['nets']} nets "
+            f"({summary['routed_nets']} routed), {summary['segments']} segments, "
+            f"{summary['vias']} vias, {summary['components']} components"
+            + (f"; LEF {Path(model.lef_path).name}" if model.lef else
+               "; no LEF: open one for cells, pins, snapping and congestion capacity")
+            + (f"; {restored} saved edit(s) restored" if restored else "")
+            + (f"; warnings: {'; '.join(design.warnings)}" if design.warnings else ""))
+        self.search(self.search_edit.text())
+        self._fill_stats_table()
+        self._start_checks()
+        self._on_selected()
+
+    def _fill_layers(self) -> None:
+        self.layer_tree.blockSignals(True)
+        self.layer_tree.clear()
+        for style in self.model.styles:
+            item = QTreeWidgetItem([style.name, ""])
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(0, Qt.CheckState.Checked if style.visible
+                               else Qt.CheckState.Unchecked)
+            item.setBackground(1, QBrush(QColor(style.colour)))
+            item.setToolTip(0, f"{style.kind} layer")
+            self.layer_tree.addTopLevelItem(item)
+        self.layer_tree.blockSignals(False)
+
+    # -- layers and overlays --------------------------------------------------------------
+
+    def set_layer_visible(self, name: str, visible: bool) -> None:
+        self.model.set_layer(name, visible=visible)
+
+    def set_layer_colour(self, name: str, colour: str) -> None:
+        self.model.set_layer(name, colour=colour)
+
+    def set_overlay(self, name: str, on: bool) -> None:
+        box = self.overlay_boxes[name]
+        if box.isChecked() != bool(on):
+            box.setChecked(bool(on))  # calls back here through toggled
+            return
+        self.canvas.set_overlay(name, on)
+
+    def _on_layer_item(self, item: QTreeWidgetItem, column: int) -> None:
+        if column == 0:
+            self.set_layer_visible(item.text(0),
+                                   item.checkState(0) == Qt.CheckState.Checked)
+
+    def _on_layer_double_click(self, item: QTreeWidgetItem, column: int) -> None:
+        if column != 1:
+            return
+        chosen = QColorDialog.getColor(QColor(self.model.style(item.text(0)).colour), self)
+        if chosen.isValid():
+            self.set_layer_colour(item.text(0), chosen.name())
+
+    def _on_layers(self) -> None:
+        self.layer_tree.blockSignals(True)
+        for i in range(self.layer_tree.topLevelItemCount()):
+            item = self.layer_tree.topLevelItem(i)
+            style = self.model.style(item.text(0))
+            item.setCheckState(0, Qt.CheckState.Checked if style.visible
+                               else Qt.CheckState.Unchecked)
+            item.setBackground(1, QBrush(QColor(style.colour)))
+        self.layer_tree.blockSignals(False)
+        self.canvas.apply_visibility()
+        if self.canvas.overlay_on["congestion"]:
+            self.canvas.draw_congestion()
+        if self.stack_view is not None:
+            self.stack_view.apply_styles()
+
+    # -- nets ------------------------------------------------------------------------------
+
+    def search(self, text: str) -> list[str]:
+        """Fill the list with nets whose name contains ``text``; returns their names."""
+        names = [self.model.design.nets[i].name for i in self.model.search(text)] \
+            if self.model.design else []
+        self.net_list.blockSignals(True)
+        self.net_list.clear()
+        for name in names:
+            self.net_list.addItem(QListWidgetItem(name))
+        self.net_list.blockSignals(False)
+        return names
+
+    def _select_first_hit(self) -> None:
+        if self.net_list.count():
+            self.select_net(self.net_list.item(0).text())
+
+    def _on_net_item(self, item: QListWidgetItem | None, _previous) -> None:
+        if item is not None:
+            self.select_net(item.text())
+
+    def select_net(self, name: str | None, focus: bool = True) -> None:
+        if name is None:
+            self.model.select(None)
+            return
+        try:
+            index = self.model.select_name(name)
+        except KeyError as exc:
+            self.status.setText(str(exc.args[0]))
+            return
+        if focus:
+            self.canvas.focus_net(index)
+
+    def _on_selected(self) -> None:
+        self.element, self.pending_start = None, None
+        self.canvas.draw_selection()
+        self._show_net_info()
+        if self.stack_view is not None:
+            self.stack_view.draw_selection()
+
+    def _show_net_info(self) -> None:
+        stats = self.model.last_check
+        if stats is None:
+            self.net_info.setText("No net selected: click a wire or search by name.")
+            self.check_info.setText("")
+            return
+        net = self.model.design.nets[self.model.selected]
+        lines = [f"<b>{stats.name}</b>: {stats.segments} segments, {stats.vias} vias, "
+                 f"{stats.wirelength_um:.2f} µm of wire, {stats.pins} pins "
+                 f"({', '.join(f'{c}/{p}' for c, p in net.pins[:6])}"
+                 f"{'…' if len(net.pins) > 6 else ''})"]
+        if stats.leaf_iou is not None:
+            lines.append(f"leaf IoU vs the prediction: {stats.leaf_iou:.3f}")
+        snapped = self.model.snapped(self.model.selected)
+        if snapped is not None:
+            lines.append(f"on the GCell grid: driver {snapped.driver}, {len(snapped.loads)} "
+                         f"loads, {len(snapped.edges)} grid edges"
+                         + (f", {snapped.moved_pins} pin(s) moved to the nearest wired GCell"
+                            if snapped.moved_pins else ""))
+        self.net_info.setText("<br>".join(lines))
+        self._show_checks(stats)
+
+    def _show_checks(self, stats: NetStats) -> None:
+        shorts = self.model.shorts(self.model.selected)
+        text = f"Connectivity: {stats.connectivity.describe()}. "
+        text += ("No same-layer shorts." if not shorts else
+                 f"<span style='color:#ff5555'>{len(shorts)} short(s)</span>: " + "; ".join(
+                     f"with {other} on {layer} at ({x:.2f}, {y:.2f}) µm"
+                     for other, layer, (x, y) in shorts[:5]))
+        if self.element is not None:
+            kind, row = self.element
+            text += f"<br>Picked {kind}: {row}"
+        self.check_info.setText(text)
+
+    # -- the canvas ------------------------------------------------------------------------
+
+    def _on_canvas_click(self, x: float, y: float, modifiers=None) -> None:
+        if self.model.design is None:
+            return
+        pixel = self.canvas.box.viewPixelSize()
+        tolerance = CLICK_PIXELS * max(pixel[0], pixel[1])
+        self.click(x, y, tolerance)
+
+    def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
+        """What a left click at (x, y) µm does in the current mode."""
+        mode = self.mode_box.currentText()
+        if mode != "Select" and self.model.selected is None:
+            self.status.setText("Select a net first: edits change the selected net.")
+            return
+        point = (self.model.snap(x), self.model.snap(y))
+        if mode == "Add wire":
+            if self.pending_start is None:
+                self.pending_start = point
+                self.status.setText("Click the wire's other end.")
+                return
+            start, self.pending_start = self.pending_start, None
+            self.add_segment(self.layer_box.currentText(), start, point)
+            return
+        if mode == "Add via":
+            self.add_via(self.via_box.currentText(), point)
+            return
+        element = self.model.element_at(x, y, tolerance_um)
+        if element is not None:
+            self.element = element
+            self.canvas.draw_element(element)
+            self._show_checks(self.model.last_check)
+            return
+        visible = {self.model.design.layer_names.index(s.name) for s in self.model.styles
+                   if s.kind == "routing" and s.visible and s.name in
+                   self.model.design.layer_names}
+        index = self.model.net_at(x, y, tolerance_um, visible)
+        if index is not None:
+            self.model.select(index)
+
+    # -- edits -----------------------------------------------------------------------------
+
+    def push(self, command) -> bool:
+        try:
+            self.host.push_edit(self.model.document, command, self.model)
+        except (ValueError, KeyError) as exc:
+            self.host.show_error("Cannot edit the net", str(exc))
+            return False
+        return True
+
+    def move_element(self, dx: int, dy: int) -> bool:
+        """Move the picked segment or via by (dx, dy) dbu."""
+        if self.element is None:
+            self.status.setText("Pick a wire or via of the selected net first (click it).")
+            return False
+        if dx == 0 and dy == 0:
+            return False
+        kind, row = self.element
+        command = self.model.move_command(kind, row, dx, dy)
+        if not self.push(command):
+            return False
+        self.element = (kind, command.add_segments[0] if kind == "segment"
+                        else command.add_vias[0])
+        self.canvas.draw_element(self.element)
+        return True
+
+    def delete_element(self) -> bool:
+        if self.element is None:
+            self.status.setText("Pick a wire or via of the selected net first (click it).")
+            return False
+        command = self.model.delete_command(*self.element)
+        self.element = None
+        return self.push(command)
+
+    def add_segment(self, layer: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
+        if start == end:
+            return False
+        return self.push(self.model.add_segment_command(layer, start, end))
+
+    def add_via(self, via: str, at: tuple[int, int]) -> bool:
+        if not via:
+            return False
+        return self.push(self.model.add_via_command(via, at))
+
+    def _on_wiring(self, net: int) -> None:
+        if self.layer_tree.topLevelItemCount() != len(self.model.styles):
+            self._fill_layers()  # the edit brought a new cut layer
+        self.canvas.draw_wiring()
+        if self.element is not None and self.model.selected == net:
+            self.canvas.draw_element(self.element)
+        if self.stack_view is not None:
+            self.stack_view.set_model(self.model)
+        stats = self.model.edit_check
+        if stats is not None:
+            self.all_stats[stats.name] = stats
+            self._update_stats_row(stats)
+        if self.model.selected == net:
+            self._show_net_info()
+        elif stats is not None:
+            self.status.setText(f"{stats.name}: {stats.connectivity.describe()}, "
+                                f"{stats.shorts} short(s)")
+        self._start_checks()
+
+    # -- statistics ------------------------------------------------------------------------
+
+    def _fill_stats_table(self) -> None:
+        self.all_stats = {s.name: s for s in self.model.stats()}
+        self.nets_table.setSortingEnabled(False)
+        self.nets_table.setRowCount(len(self.all_stats))
+        for row, stats in enumerate(self.all_stats.values()):
+            self._set_row(row, stats)
+        self.nets_table.setSortingEnabled(True)
+
+    def _set_row(self, row: int, stats: NetStats) -> None:
+        values = [stats.name, stats.segments, stats.vias, round(stats.wirelength_um, 3),
+                  stats.pins,
+                  "…" if stats.connectivity is None else stats.connectivity.describe(),
+                  "…" if stats.shorts is None else stats.shorts,
+                  "" if stats.leaf_iou is None else round(stats.leaf_iou, 3)]
+        for column, value in enumerate(values):
+            item = QTableWidgetItem()
+            item.setData(Qt.ItemDataRole.DisplayRole, value)
+            self.nets_table.setItem(row, column, item)
+
+    def _update_stats_row(self, stats: NetStats) -> None:
+        for row in range(self.nets_table.rowCount()):
+            item = self.nets_table.item(row, 0)
+            if item is not None and item.text() == stats.name:
+                sorting = self.nets_table.isSortingEnabled()
+                self.nets_table.setSortingEnabled(False)
+                self._set_row(row, stats)
+                self.nets_table.setSortingEnabled(sorting)
+                return
+
+    def _start_checks(self) -> None:
+        """Every net's connectivity, shorts and (with a prediction) leaf IoU, off-thread."""
+        model, generation = self.model, self._generation
+        design = copy.copy(model.design)  # shares the arrays: edits replace, never mutate
+        lef, stats = model.lef, [copy.copy(s) for s in model.stats()]
+        differing = set(model.differing_nets())
+
+        def check_all() -> tuple[int, list[NetStats]]:
+            checker = Checker(design, lef)
+            shorted = checker.all_shorts()
+            rows = {net.name: i for i, net in enumerate(design.nets)}
+            for entry in stats:
+                if self.worker.stopped():  # the panel is closing
+                    return generation, []
+                index = rows[entry.name]
+                entry.connectivity = checker.connectivity(index)
+                entry.shorts = shorted.get(index, 0)
+                if entry.name in differing:
+                    entry.leaf_iou = model.leaf_iou(entry.name)
+            return generation, stats
+
+        self.worker.submit(check_all)
+
+    def _on_checks(self, result, error) -> None:
+        if error is not None:
+            self.status.setText(f"Checks failed: {error}")
+            return
+        generation, stats = result
+        if generation != self._generation:
+            return
+        self.all_stats = {s.name: s for s in stats}
+        self.nets_table.setSortingEnabled(False)
+        for row in range(self.nets_table.rowCount()):
+            name = self.nets_table.item(row, 0).text()
+            if name in self.all_stats:
+                self._set_row(row, self.all_stats[name])
+        self.nets_table.setSortingEnabled(True)
+        broken = [s.name for s in stats if s.segments and not s.connectivity.connected]
+        shorted = [s.name for s in stats if s.shorts]
+        self.check_summary = (f"checks: {len(broken)} routed net(s) not connected, "
+                              f"{len(shorted)} net(s) with shorts")
+        self.status.setText(self.status.text().split(" | checks:")[0] + " | "
+                            + self.check_summary)
+
+    # -- predicted vs reference -------------------------------------------------------------
+
+    def _on_prediction(self) -> None:
+        self.canvas.draw_prediction()
+        if self.model.selected is not None:
+            self._show_net_info()
+        differing = self.model.differing_nets()
+        if self.model.prediction is not None:
+            self.route_status.setText(
+                f"Comparing with {Path(self.model.prediction.path).name}: {len(differing)} "
+                f"net(s) routed differently ({', '.join(differing[:8])}"
+                f"{'…' if len(differing) > 8 else ''}). Orange dashed: predicted wires; red: "
+                "GCell edges only the prediction uses; blue: only the reference.")
+        self._start_checks()
+
+    def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
+        """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
+        an edited design is written to the workspace first)."""
+        model = self.model
+        if model.design is None or model.lef_path is None:
+            self.host.show_error("Cannot route", "open a DEF and its LEF first")
+            return False
+        router = router or self.router_box.currentText()
+        if nets is None:
+            typed = [n.strip() for n in self.route_nets_edit.text().split(",") if n.strip()]
+            nets = typed or ([model.design.nets[model.selected].name]
+                             if model.selected is not None else [])
+        if not nets:
+            self.host.show_error("Cannot route", "select a net or name the nets to route")
+            return False
+        inputs = {"def": self._design_for_engine(), "lef": model.lef_path}
+        if router == "learned":
+            if not self.checkpoint_edit.text().strip():
+                self.host.show_error("Cannot route", "the learned router needs a checkpoint "
+                                     "(from chipstar.train with source=def)")
+                return False
+            inputs["checkpoint"] = self.checkpoint_edit.text().strip()
+        params = {"router": router, "nets": ",".join(nets)}
+        self.route_status.setText(f"Submitting {ROUTE_METHOD} ({router}) on {len(nets)} "
+                                  "net(s)…")
+        self.host.submit_job(ROUTE_METHOD, params, inputs=inputs,
+                             on_accepted=lambda job: self._accepted(job),
+                             on_error=lambda message: self.route_status.setText(
+                                 f"Not started: {message}"))
+        return True
+
+    def _design_for_engine(self) -> str:
+        """The open DEF's path, or (after edits) a copy written to the workspace."""
+        design = self.model.design
+        if not self.model.edited:
+            return design.path
+        workspace = getattr(self.host, "workspace_path", None)
+        folder = Path(workspace()) / "routing" if callable(workspace) else \
+            Path(design.path).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{Path(design.path).stem}-edited.def"
+        self.model.save(target)
+        return str(target)
+
+    def _accepted(self, job: str) -> None:
+        self.jobs[job] = ROUTE_METHOD
+        self.route_status.setText(f"{ROUTE_METHOD}: {job} queued")
+
+    def _on_host_event(self, envelope: dict) -> None:
+        job = envelope.get("job")
+        if job not in self.jobs:
+            return
+        kind, content = envelope.get("type"), envelope.get("content") or {}
+        if kind == "job_state":
+            state, reason = content.get("state", ""), content.get("reason", "")
+            if state in ("failed", "cancelled"):
+                error = (content.get("error") or {}).get("message", "")
+                self.route_status.setText(f"{ROUTE_METHOD}: {job} {state}"
+                                          + (f": {reason or error}" if reason or error
+                                             else ""))
+            elif state != "succeeded":
+                self.route_status.setText(f"{ROUTE_METHOD}: {job} {state}")
+        elif kind == "job_progress" and content.get("total"):
+            self.route_status.setText(f"{ROUTE_METHOD}: {job} routing net "
+                                      f"{content.get('step', 0)} / {content['total']}")
+        elif kind == "job_result":
+            outputs = content.get("outputs") or {}
+            if outputs.get("def"):
+                self.load_prediction(Path(self.host.run_dir(job)) / outputs["def"])
+
+    # -- the 3-D stack and export ----------------------------------------------------------
+
+    def set_3d(self, on: bool) -> bool:
+        """The layer stack in 3-D in place of the canvas (False: no OpenGL here)."""
+        if self.stack_box.isChecked() != bool(on):
+            self.stack_box.setChecked(bool(on))
+        if not on:
+            self.views.setCurrentWidget(self.canvas)
+            return True
+        if self.stack_view is None:
+            try:
+                from panels.routing.stack3d import LayerStackView, gl_problem
+
+                problem = gl_problem()
+                if problem:
+                    raise RuntimeError(problem)
+                self.stack_view = LayerStackView()
+            except Exception as exc:  # no OpenGL here: the 2-D canvas remains
+                self.stack_box.setChecked(False)
+                self.host.show_error("3-D view unavailable", f"{type(exc).__name__}: {exc}")
+                return False
+            self.views.addWidget(self.stack_view)
+        if self.model.design is not None:
+            self.stack_view.set_model(self.model)
+        self.views.setCurrentWidget(self.stack_view)
+        return True
+
+    def export_image(self, path: str | os.PathLike) -> Path:
+        """The canvas as shown, PNG or SVG (by the suffix)."""
+        target = Path(path)
+        fmt = target.suffix.lower().lstrip(".")
+        if fmt == "png":
+            if not self.canvas.grab().save(str(target), "PNG"):
+                raise OSError(f"{target}: could not write the PNG")
+        elif fmt == "svg":
+            from PySide6.QtGui import QPainter
+            from PySide6.QtSvg import QSvgGenerator
+
+            generator = QSvgGenerator()
+            generator.setFileName(str(target))
+            generator.setSize(self.canvas.size())
+            generator.setViewBox(self.canvas.rect())
+            generator.setTitle("VLSI route canvas")
+            design = self.model.design
+            generator.setDescription(f"Studio route canvas: {design.path if design else ''}")
+            painter = QPainter(generator)
+            self.canvas.render(painter)
+            painter.end()
+        else:
+            raise ValueError(f"{target}: export as .png or .svg")
+        return target
+
+    # -- dialogs ---------------------------------------------------------------------------
+
+    def _ask(self, title: str, name_filter: str, then, save: bool = False,
+             suffix: str = "") -> None:
+        dialog = QFileDialog(self, title)
+        dialog.setNameFilters([name_filter, "All files (*)"])
+        if save:
+            dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+            dialog.setDefaultSuffix(suffix)
+        dialog.fileSelected.connect(then)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def _choose_def(self) -> None:
+        self._ask("Open a DEF", "DEF designs (*.def)", self.open_file)
+
+    def _choose_lef(self) -> None:
+        self._ask("Open a LEF", "LEF libraries (*.lef *.tlef)", self.open_file)
+
+    def _choose_prediction(self) -> None:
+        self._ask("Compare with a DEF", "DEF designs (*.def)", self.load_prediction)
+
+    def _choose_save(self) -> None:
+        self._ask("Save the DEF", "DEF designs (*.def)", self.save_def, save=True,
+                  suffix="def")
+
+    def _choose_export(self) -> None:
+        def export(path: str) -> None:
+            try:
+                self.status.setText(f"Exported {self.export_image(path)}")
+            except (OSError, ValueError) as exc:
+                self.host.show_error("Export failed", str(exc))
+
+        self._ask("Export the canvas", "Images (*.png *.svg)", export, save=True,
+                  suffix="png")
+
+    def _choose_checkpoint(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Route transformer checkpoint")
+        if folder:
+            self.checkpoint_edit.setText(folder)
+
+    # -- drag and drop, lifetime -----------------------------------------------------------
+
+    def keyPressEvent(self, event) -> None:
+        """Delete removes the picked wire or via; the arrows move it by one track pitch."""
+        key = event.key()
+        if key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.element is not None:
+            self.delete_element()
+            return
+        steps = {Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0), Qt.Key.Key_Up: (0, 1),
+                 Qt.Key.Key_Down: (0, -1)}
+        if key in steps and self.element is not None:
+            pitch = self._pitch(self.element[1][0])
+            self.move_element(steps[key][0] * pitch, steps[key][1] * pitch)
+            return
+        super().keyPressEvent(event)
+
+    def _pitch(self, layer: str) -> int:
+        """A layer's track pitch in dbu (the LEF's), else 0.1 µm."""
+        lef, scale = self.model.lef, self.model.design.dbu_per_micron
+        found = lef.layers.get(layer) if lef is not None else None
+        return self.model.snap(found.pitch) if found is not None and found.pitch > 0 else \
+            self.model.snap(0.1) or max(scale // 10, 1)
+
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        paths.sort(key=lambda p: not p.lower().endswith((".lef", ".tlef")))  # LEF first
+        for path in paths:
+            self.open_file(path)
+        event.acceptProposedAction()
+
+    def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        self.worker.stop()
+        self._unsubscribe()
+        self._unsubscribe = lambda: None
