@@ -7,6 +7,11 @@ background pass is done: a seek index (indexed_gzip), or a one-off decompression
 workspace cache (memory-mapped), the viewer's choice for files of 256 MB and more. The files
 are generated into a temporary folder, smooth enough to compress like real data.
 ``BENCH_FMRI_FRAMES`` shortens the run for a quick check.
+
+BrainWorld rows: seconds per autoencoder step, diffusion step and generated chunk (100
+sampling steps) at model grids of 16^3 and 32^3 on one torch thread, timed in CPU seconds
+(``time.process_time``) so other load on the machine does not inflate them; 300 + 1500 steps
+are what ``brainworld.train`` does by default. ``BENCH_FMRI_BRAINWORLD=0`` skips them.
 """
 
 from __future__ import annotations
@@ -77,8 +82,61 @@ def _scrub_ms(model, times: list[int]) -> list[float]:
     return spent
 
 
+def _cpu_s_per_call(call, repeats: int) -> float:
+    call()  # warm-up (first-call allocations)
+    start = time.process_time()
+    for _ in range(repeats):
+        call()
+    return (time.process_time() - start) / repeats
+
+
+def brainworld_rows() -> list[dict]:
+    """What resolution trains in what time (the numbers the method's docs quote)."""
+    import torch
+
+    torch.set_num_threads(1)
+    return _brainworld_timings(16, 4) + _brainworld_timings(32, 4)
+
+
+def _brainworld_timings(grid: int, patch: int) -> list[dict]:
+    import torch
+
+    from engine.methods import brainworld as bw
+    from engine.models.brainworld import BrainWorld, fc_features
+
+    params = bw.TrainParams(grid=grid, patch=patch)
+    model = BrainWorld(params.brainworld_config())
+    chunk, batch = params.chunk, params.batch_size
+    frames = torch.randn(2 * batch, 1, grid, grid, grid)
+    latents = model.encode(torch.randn(batch, 2 * chunk, grid, grid, grid)).detach()
+    past = torch.randn(batch, chunk, grid, grid, grid)
+    t1 = torch.rand(batch, grid, grid, grid)
+
+    def ae_step() -> None:
+        torch.nn.functional.mse_loss(model.autoencoder(frames), frames).backward()
+
+    def diffusion_step() -> None:
+        model.diffusion_loss(latents[:, :chunk], latents[:, chunk:], fc_features(past, 4),
+                             t1).backward()
+
+    def chunk_step() -> None:
+        with torch.no_grad():
+            model.decode(model.sample_next(latents[:1, :chunk], fc_features(past[:1], 4),
+                                           t1[:1], sampling_steps=100))
+
+    ae_s, dit_s = _cpu_s_per_call(ae_step, 3), _cpu_s_per_call(diffusion_step, 5)
+    return [{"name": f"brainworld {grid}^3: autoencoder step ({2 * batch} frames)",
+             "value": ae_s, "unit": "s"},
+            {"name": f"brainworld {grid}^3: diffusion step (batch {batch})",
+             "value": dit_s, "unit": "s"},
+            {"name": f"brainworld {grid}^3: default training (300 + 1500 steps)",
+             "value": (300 * ae_s + 1500 * dit_s) / 60, "unit": "min"},
+            {"name": f"brainworld {grid}^3: one generated chunk ({chunk} frames, 100 steps)",
+             "value": _cpu_s_per_call(chunk_step, 1), "unit": "s"}]
+
+
 def run() -> list[dict]:
-    rows = []
+    rows = brainworld_rows() if os.environ.get("BENCH_FMRI_BRAINWORLD", "1") != "0" else []
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory(prefix="bench-fmri-") as tmp:
         start = time.perf_counter()

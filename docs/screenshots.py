@@ -17,7 +17,9 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``dialogue-map.png``  the dialogue panel after ``scicl.gain_map``: the collapse map over
                         (user gain x assistant gain) with the theoretical boundary;
 - ``routing-gcd.png``   the route canvas on the gcd design with ``chipstar.route``'s maze
-                        routes of five nets overlaid, differences marked.
+                        routes of five nets overlaid, differences marked;
+- ``fmri-brainworld.png`` the fMRI viewer on nitime's run with a BrainWorld generation (a
+                        short ``brainworld.train`` then ``.generate``) in a second row.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -234,7 +236,52 @@ async def drive(window, out: Path) -> None:
 
     step("chipstar.route on gcd in the route canvas")
     await screenshot_routing(window, out)
+
+    step("brainworld.train and .generate on nitime's run, opened beside it")
+    await screenshot_fmri(window, out)
     step("done")
+
+
+async def screenshot_fmri(window, out: Path) -> None:
+    """nitime's run with a BrainWorld generation beside it (one cursor, one clock)."""
+    import nitime
+
+    fmri = str(Path(nitime.__file__).parent / "data" / "fmri1.nii.gz")
+    results: dict[str, dict] = {}
+
+    def on_event(envelope: dict) -> None:
+        if envelope.get("type") == "job_result":
+            results[envelope["job"]] = envelope["content"]
+
+    unsubscribe = window.host.subscribe(on_event)
+    jobs: list[str] = []
+    window.host.submit_job("brainworld.train", {"ae_steps": 100, "steps": 200},
+                           {"fmri": fmri}, on_accepted=jobs.append)
+    await wait_until("brainworld.train", lambda: bool(jobs) and jobs[0] in results,
+                     JOB_TIMEOUT_S)
+    checkpoint = str(Path(window.host.run_dir(jobs[0])) / "checkpoints" / "brainworld")
+    window.host.submit_job("brainworld.generate",
+                           {"start_frame": 4, "frames": 28, "sampling_steps": 50},
+                           {"checkpoint": checkpoint, "fmri": fmri}, on_accepted=jobs.append)
+    await wait_until("brainworld.generate", lambda: len(jobs) > 1 and jobs[1] in results,
+                     JOB_TIMEOUT_S)
+    unsubscribe()
+    panel = window.open_panel("fmri")
+    if panel is None or not panel.open_file(fmri):
+        raise StepFailed(f"the fMRI panel did not open {fmri}: {window.errors}")
+    generated = Path(window.host.run_dir(jobs[1])) / results[jobs[1]]["outputs"]["generated"]
+    if not panel.open_file(generated):
+        raise StepFailed(f"the fMRI panel did not open {generated}: {window.errors}")
+    panel.set_cursor((4, 5, 9))
+    panel.set_time(20)
+    panel.qc_box.setCurrentText("power_spectra")
+    await wait_until("both rows drawn", lambda: panel.last_result is not None
+                     and panel.last_result["state"].t == 20 and panel.last_result["compare"],
+                     JOB_TIMEOUT_S)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "fmri-brainworld.png")
+    window.runs_dock_widget.show()
 
 
 ROUTING_NETS = ["_100_", "_101_", "_102_", "_103_", "_104_"]

@@ -1,5 +1,6 @@
 """The fMRI 4D viewer: NIfTI files and BIDS folders as three linked slices or a lightbox, a
-time axis, an overlay on the anatomy, ROIs and their connectivity (FSLeyes-style)."""
+time axis, an overlay on the anatomy, ROIs and their connectivity (FSLeyes-style), and
+BrainWorld generations beside the real run as editable layers."""
 
 from panels.api import PanelManifest
 
@@ -8,6 +9,7 @@ MANIFEST = PanelManifest(
     title="fMRI 4D viewer",
     factory="panels.fmri.view:FmriPanel",
     formats=("nifti", "bids"),
-    exports=("png", "svg"),
+    methods=("brainworld.",),
+    exports=("png", "svg", "pdf", "mp4"),
     papers=("brainworld",),
 )

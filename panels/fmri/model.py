@@ -121,6 +121,7 @@ class ViewState:
     t: int
     lightbox: bool = False
     lightbox_slices: int = 16
+    compare_t: int | None = None    # the generated layer's frame at this time (None: none)
 
 
 @dataclass
@@ -141,7 +142,10 @@ class ViewerModel:
     t: int = 0
     radiological: bool = False
     rois: list[Roi] = field(default_factory=list)
+    compare: Volume | None = None   # a generated run drawn beside the real one, same cursor
+    clock_frames: int = 0           # frames the clock must reach (a generated layer's end)
     _same_grid: bool = False
+    _compare_same_grid: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # volumes' user
 
     def set_base(self, volume: Volume) -> None:
@@ -158,6 +162,13 @@ class ViewerModel:
             volume.spatial_shape == self.base.spatial_shape
             and np.allclose(volume.affine, self.base.affine, atol=1e-4))
 
+    def set_compare(self, volume: Volume | None) -> None:
+        """The generated layer shown in the second row (the caller owns and closes it)."""
+        self.compare = volume
+        self._compare_same_grid = volume is not None and self.base is not None and (
+            volume.spatial_shape == self.base.spatial_shape
+            and np.allclose(volume.affine, self.base.affine, atol=1e-4))
+
     @property
     def functional(self) -> Volume | None:
         """The layer time courses come from: the overlay, else a 4-D base."""
@@ -167,7 +178,8 @@ class ViewerModel:
 
     @property
     def n_frames(self) -> int:
-        return max((v.n_frames for v in (self.base, self.overlay) if v is not None), default=1)
+        return max([v.n_frames for v in (self.base, self.overlay) if v is not None]
+                   + [self.clock_frames, 1])
 
     def set_cursor(self, display) -> None:
         clipped = np.clip(np.asarray(display, dtype=int), 0, np.asarray(self.grid.shape) - 1)
@@ -188,8 +200,8 @@ class ViewerModel:
         inside = (ijk >= 0).all() and (ijk < np.asarray(volume.spatial_shape)).all()
         return ijk if inside else None
 
-    def snapshot(self, lightbox: bool = False) -> ViewState:
-        return ViewState(cursor=self.cursor, t=self.t, lightbox=lightbox)
+    def snapshot(self, lightbox: bool = False, compare_t: int | None = None) -> ViewState:
+        return ViewState(cursor=self.cursor, t=self.t, lightbox=lightbox, compare_t=compare_t)
 
     # -- rendering (runs on the slicing thread) ---------------------------------------------
 
@@ -210,8 +222,34 @@ class ViewerModel:
                 overlay_value = None if np.isnan(found) else float(found)
             lightbox = (self._lightbox(base, overlay, grid, state)
                         if state.lightbox else None)
+            compare = self._compare_planes(planes, grid, state)
         return {"planes": planes, "value": value, "overlay_value": overlay_value,
-                "lightbox": lightbox, "state": state, "thread": threading.get_ident()}
+                "lightbox": lightbox, "compare": compare, "state": state,
+                "thread": threading.get_ident()}
+
+    def _compare_planes(self, planes: list, grid: DisplayGrid, state: ViewState) -> list | None:
+        """The second row: the real rendering with the functional layer swapped for the
+        generated one (NaN where it has no frame at this time)."""
+        if self.compare is None:
+            return None
+        rows = []
+        for p, (base_image, overlay_image) in enumerate(planes):
+            if state.compare_t is None:
+                generated = np.full_like(overlay_image if overlay_image is not None
+                                         else base_image, np.nan)
+            else:
+                generated = self._layer_plane(self.compare, grid, p, state.cursor[p],
+                                              state.compare_t)
+            rows.append((base_image, generated) if self.overlay is not None
+                        else (generated, None))
+        return rows
+
+    def _layer_plane(self, volume: Volume, grid: DisplayGrid, plane: int, index: int,
+                     t: int) -> np.ndarray:
+        if volume is self.compare and self._compare_same_grid:
+            return grid.plane_slice(volume, plane, index, t)
+        world = grid.world(grid.plane_voxels(plane, index))
+        return resample_onto(volume, volume.frame(min(t, volume.n_frames - 1)), world)
 
     def _plane(self, base: Volume, overlay: Volume | None, grid: DisplayGrid, plane: int,
                index: int, t: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -221,8 +259,7 @@ class ViewerModel:
         overlay_t = min(t, overlay.n_frames - 1)
         if self._same_grid:
             return image, grid.plane_slice(overlay, plane, index, overlay_t)
-        world = grid.world(grid.plane_voxels(plane, index))
-        return image, resample_onto(overlay, overlay.frame(overlay_t), world)
+        return image, self._layer_plane(overlay, grid, plane, index, overlay_t)
 
     def _lightbox(self, base: Volume, overlay: Volume | None, grid: DisplayGrid,
                   state: ViewState) -> tuple[np.ndarray, np.ndarray | None]:
@@ -286,7 +323,7 @@ class ViewerModel:
         for volume in (self.base, self.overlay):
             if volume is not None:
                 volume.close()
-        self.base = self.overlay = self.grid = None
+        self.base = self.overlay = self.grid = self.compare = None
         self.rois = []
 
 

@@ -5,6 +5,13 @@ Every image is computed by ``ViewerModel.render`` on the ``Slicer`` thread from 
 the cursor and time; sliders and drags only schedule a redraw (at most one per
 ``THROTTLE_MS``), so scrubbing never blocks the window. Images are pyqtgraph ``ImageItem``s
 in plain ``ViewBox``es (not ``ImageView``: see ARCHITECTURE.md "Pitfalls").
+
+A BrainWorld generation (``brainworld.generate``'s NIfTI) opened over a real run becomes a
+generated layer: a second row of planes under the real ones, on the same cursor and the same
+clock (its sidecar says which real frame it follows), its voxel time course beside the real
+one, and its quality-check plots; chunks are kept or discarded and the time range cropped
+through the host's undo stack. The time axis exports as MP4 (imageio-ffmpeg), figures as
+PNG, SVG or PDF.
 """
 
 from __future__ import annotations
@@ -35,6 +42,15 @@ from PySide6.QtWidgets import (
 from engine.io import FormatError
 from engine.io.nifti import bids_runs, open_volume
 from engine.plots import heatmap
+from panels.fmri.generated import (
+    CropFrames,
+    GeneratedLayer,
+    GeneratedLayers,
+    SetChunkKept,
+    decode,
+    is_generated,
+    write_layer,
+)
 from panels.fmri.model import (
     OVERLAY_COLORMAPS,
     ViewerModel,
@@ -49,6 +65,12 @@ from panels.widgets.plot_view import PlotSpecView
 THROTTLE_MS = 15
 BASE_COLORMAP = "CET-L1"  # linear grey
 NIFTI_FILTER = "NIfTI images (*.nii *.nii.gz);;All files (*)"
+EXPORT_FILTER = "PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;MP4 movie of the time axis (*.mp4)"
+GENERATED_PEN = "#D55E00"
+
+
+class MovieExportError(RuntimeError):
+    """The MP4 could not be written (typically: imageio-ffmpeg is not installed)."""
 
 
 def conversion_cache() -> Path:
@@ -171,6 +193,12 @@ class FmriPanel(QWidget):
         self.fc_matrix: np.ndarray | None = None
         self._want_time_course = False
         self._generation = 0
+        self.layers = GeneratedLayers()
+        self.layers.listeners.append(self._on_layers_edited)
+        self.active_layer: GeneratedLayer | None = None
+        self.generated_course: np.ndarray | None = None
+        self.jobs: dict[str, str] = {}   # regenerations this panel started: job -> label
+        self._unsubscribe = host.subscribe(self._on_host_event) if host is not None else None
         self._render_timer = QTimer(self, singleShot=True, interval=THROTTLE_MS)
         self._render_timer.timeout.connect(self._submit_render)
         self._play_timer = QTimer(self)
@@ -201,6 +229,9 @@ class FmriPanel(QWidget):
         self.lightbox_widget = pg.GraphicsLayoutWidget()
         self.lightbox_view = PlaneView(2, self._on_lightbox_point)
         self.lightbox_widget.addItem(self.lightbox_view.box)
+        self.compare_planes = [PlaneView(p, self._on_point) for p in range(3)]
+        for view in self.compare_planes:
+            view.box.setVisible(False)
         self.stack.addWidget(self.ortho)
         self.stack.addWidget(self.lightbox_widget)
         self.info = QLabel("Open a NIfTI file or a BIDS folder (File > Open, or drop it here).")
@@ -211,14 +242,20 @@ class FmriPanel(QWidget):
         self.course_plot.addLegend(offset=(5, 5))
         self.course_curve = self.course_plot.plot([], [], pen=pg.mkPen("#56B4E9", width=2),
                                                   name="voxel")
+        self.generated_curve = self.course_plot.plot(
+            [], [], pen=pg.mkPen(GENERATED_PEN, width=2, style=Qt.PenStyle.DashLine),
+            name="generated")
         self.time_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#E69F00"))
         self.course_plot.addItem(self.time_line)
         self.roi_curves: list[pg.PlotDataItem] = []
         self.fc_view = PlotSpecView()
         self.fc_view.setVisible(False)
+        self.qc_view = PlotSpecView()
+        self.qc_view.setVisible(False)
         lower = QSplitter(Qt.Orientation.Horizontal)
         lower.addWidget(self.course_plot)
         lower.addWidget(self.fc_view)
+        lower.addWidget(self.qc_view)
         upper = QSplitter(Qt.Orientation.Vertical)
         upper.addWidget(self.stack)
         upper.addWidget(lower)
@@ -226,6 +263,7 @@ class FmriPanel(QWidget):
         figure_layout.addWidget(upper)
         layout.addWidget(self.figure, 1)
         layout.addWidget(self.info)
+        layout.addWidget(self._build_generated_bar())
         layout.addLayout(self._build_time_bar())
 
     def _build_toolbar(self) -> QHBoxLayout:
@@ -273,6 +311,38 @@ class FmriPanel(QWidget):
         bar.addStretch(1)
         return bar
 
+    def _build_generated_bar(self) -> QWidget:
+        """Layer choice, keep/discard the chunk under the clock, crop, QC plot, save."""
+        self.generated_bar = QWidget()
+        bar = QHBoxLayout(self.generated_bar)
+        bar.setContentsMargins(0, 0, 0, 0)
+        self.layer_box = QComboBox()
+        self.layer_box.currentTextChanged.connect(self.set_active_layer)
+        self.chunk_button = QPushButton("Discard chunk")
+        self.chunk_button.clicked.connect(self.toggle_chunk)
+        self.crop_start = QSpinBox(minimum=0, maximum=0)
+        self.crop_stop = QSpinBox(minimum=1, maximum=1)
+        crop_button = QPushButton("Crop")
+        crop_button.clicked.connect(lambda: self.crop_layer(self.crop_start.value(),
+                                                            self.crop_stop.value()))
+        self.qc_box = QComboBox()
+        self.qc_box.currentTextChanged.connect(self._show_qc)
+        save_button = QPushButton("Save kept frames…")
+        save_button.clicked.connect(self._choose_save_layer)
+        regenerate_button = QPushButton("Regenerate with T1…")
+        regenerate_button.setToolTip("Run brainworld.generate again from the same checkpoint "
+                                     "and chunk, conditioned on another anatomy (cancel the "
+                                     "file dialog: the template)")
+        regenerate_button.clicked.connect(self._choose_regenerate)
+        for widget in (QLabel("Generated layer"), self.layer_box, self.chunk_button,
+                       QLabel("frames"), self.crop_start, QLabel("to"), self.crop_stop,
+                       crop_button, QLabel("quality check"), self.qc_box, save_button,
+                       regenerate_button):
+            bar.addWidget(widget)
+        bar.addStretch(1)
+        self.generated_bar.setVisible(False)
+        return self.generated_bar
+
     def _build_time_bar(self) -> QHBoxLayout:
         bar = QHBoxLayout()
         self.play_button = QPushButton("Play")
@@ -296,6 +366,8 @@ class FmriPanel(QWidget):
         """A NIfTI file or a BIDS folder. A 4-D file opened over a 3-D image becomes its
         overlay (drop a bold run on a T1); anything else replaces what is shown."""
         path = Path(path)
+        if path.is_file() and is_generated(path) and self.model.functional is not None:
+            return self.open_generated(path)
         try:
             if path.is_dir():
                 return self._open_bids(path)
@@ -343,6 +415,7 @@ class FmriPanel(QWidget):
 
     def _set_base(self, volume) -> None:
         self.set_playing(False)
+        self._close_layers()
         with self.model.lock:
             self.model.set_base(volume)
         self._generation += 1
@@ -404,13 +477,15 @@ class FmriPanel(QWidget):
         if self.time_slider.value() != self.model.t:
             self.time_slider.setValue(self.model.t)  # comes back here once, unchanged
         self.time_line.setPos(self._time_axis()[self.model.t])
+        if self.active_layer is not None:
+            self._on_layers_edited()
         self._request_redraw(time_course=False)
 
     def set_radiological(self, on: bool) -> None:
         self.radiological = bool(on)
         if self.radiological_box.isChecked() != self.radiological:
             self.radiological_box.setChecked(self.radiological)
-        for view in self.planes:
+        for view in self.planes + self.compare_planes:
             view.set_labels(self.radiological)
         if self.last_result is not None:
             self._draw(self.last_result)
@@ -521,7 +596,8 @@ class FmriPanel(QWidget):
     def _submit_render(self) -> None:
         if self.model.base is None:
             return
-        model, state, style = self.model, self.model.snapshot(self.lightbox), self.style_overlay
+        model, style = self.model, self.style_overlay
+        state = self.model.snapshot(self.lightbox, self._compare_t())
         generation = self._generation
 
         def render() -> dict:
@@ -531,6 +607,8 @@ class FmriPanel(QWidget):
                                       for _, o in result["planes"]]
             if result["lightbox"] is not None and result["lightbox"][1] is not None:
                 result["lightbox_rgba"] = colourise(result["lightbox"][1], style)
+            result["compare_rgba"] = [None if o is None else colourise(o, style)
+                                      for _, o in result["compare"] or []]
             return result
 
         self.slicer.submit("slices", render)
@@ -548,15 +626,22 @@ class FmriPanel(QWidget):
 
     def _submit_time_course(self) -> None:
         voxel, volume, model = self.model.functional_voxel(), self.model.functional, self.model
-        generation = self._generation
+        generation, layer = self._generation, self.active_layer
         if voxel is None:
             self.time_course = None
             self.course_curve.setData([], [])
             return
+        world = volume.voxel_to_world(voxel)
 
-        def course() -> tuple[int, np.ndarray]:
+        def course() -> tuple[int, np.ndarray, np.ndarray | None]:
             with model.lock:
-                return generation, volume.time_course(voxel)
+                real = volume.time_course(voxel)
+                generated = None
+                if layer is not None:
+                    ijk = np.rint(layer.volume.world_to_voxel(world)).astype(int)
+                    if ((ijk >= 0) & (ijk < np.asarray(layer.volume.spatial_shape))).all():
+                        generated = layer.volume.time_course(ijk)
+                return generation, real, generated
 
         self.slicer.submit("timecourse", course)
 
@@ -568,21 +653,38 @@ class FmriPanel(QWidget):
             self.last_result = result
             self._draw(result)
         elif kind == "timecourse" and result[0] == self._generation:
-            self.time_course = result[1]
-            self.course_curve.setData(self._time_axis(), self.time_course)
+            self.time_course, self.generated_course = result[1], result[2]
+            axis = self._time_axis()
+            self.course_curve.setData(axis[:len(self.time_course)], self.time_course)
+            self._draw_generated_course()
         elif kind == "volume3d" and result[0] == self._generation:
             self.volume_view.set_volume(result[1], self.model.grid.voxel_mm,
                                         self.colorbar.levels())
         elif kind == "rois" and result[0] == self._generation:
             self._show_rois(*result[1:])
 
+    def _draw_generated_course(self) -> None:
+        """The generated time course on the real clock, edited-out frames as gaps."""
+        layer, course = self.active_layer, self.generated_course
+        if layer is None or course is None:
+            self.generated_curve.setData([], [])
+            return
+        tr = self._time_axis()[1] if self.model.n_frames > 1 else 1.0
+        shown = np.array([course[g] if layer.frame_at(g + layer.first_frame) is not None
+                          else np.nan for g in range(len(course))], dtype=float)
+        self.generated_curve.setData((np.arange(len(course)) + layer.first_frame) * tr, shown,
+                                     connect="finite")
+
     def _draw(self, result: dict) -> None:
         levels = self.colorbar.levels()
-        for view, (base, _), rgba in zip(self.planes, result["planes"], result["overlay_rgba"],
-                                         strict=True):
-            if self.radiological and plane_axes(view.plane)[0] == 0:
-                base, rgba = base[::-1], None if rgba is None else rgba[::-1]
-            view.set_images(base, rgba, levels)
+        rows = [(self.planes, result["planes"], result["overlay_rgba"])]
+        if result.get("compare"):
+            rows.append((self.compare_planes, result["compare"], result["compare_rgba"]))
+        for views, images, overlays in rows:
+            for view, (base, _), rgba in zip(views, images, overlays, strict=True):
+                if self.radiological and plane_axes(view.plane)[0] == 0:
+                    base, rgba = base[::-1], None if rgba is None else rgba[::-1]
+                view.set_images(base, rgba, levels)
         if result["lightbox"] is not None:
             self._draw_lightbox(result, levels)
         self._show_crosshair()
@@ -604,7 +706,7 @@ class FmriPanel(QWidget):
 
     def _show_crosshair(self) -> None:
         cursor = self.model.cursor
-        for view in self.planes:
+        for view in self.planes + self.compare_planes:
             h_axis, v_axis = plane_axes(view.plane)
             h = cursor[h_axis]
             if self.radiological and h_axis == 0:
@@ -622,6 +724,10 @@ class FmriPanel(QWidget):
             text += f"   overlay {result['overlay_value']:.4g}"
         tr = (self.model.functional or self.model.base).tr_s
         time_text = f"t = {self.model.t}" + (f" ({self.model.t * tr:.2f} s)" if tr else "")
+        if self.active_layer is not None:
+            frame = result["state"].compare_t
+            time_text += ("   generated: none here" if frame is None
+                          else f"   generated frame {frame}")
         self.time_label.setText(time_text)
         self.info.setText(f"{text}   {time_text}")
 
@@ -629,6 +735,173 @@ class FmriPanel(QWidget):
         volume = self.model.functional or self.model.base
         tr = volume.tr_s if volume is not None and volume.tr_s else 1.0
         return np.arange(self.model.n_frames) * tr
+
+    # -- generated layers ----------------------------------------------------------------------
+
+    def open_generated(self, path) -> bool:
+        """A generated run beside the real one: second row of planes, same cursor and clock;
+        its autosaved edits come back."""
+        path = Path(path)
+        if self.model.functional is None:
+            return self._fail("Cannot compare", "open the real 4-D run first, then the "
+                                                "generated one")
+        try:
+            volume = open_volume(path, convert_dir=conversion_cache(), nan=self._nan())
+        except (FormatError, ValueError) as exc:
+            return self._fail("Cannot open the generated run", str(exc))
+        layer = GeneratedLayer.open(path, volume)
+        for old in [existing for existing in self.layers.layers if existing.path == path]:
+            old.volume.close()
+        self.layers.add(layer)
+        restore = getattr(self._host, "restore_edits", None)
+        if callable(restore):
+            restore(layer.document, self.layers, decode)
+        self.layer_box.blockSignals(True)
+        self.layer_box.clear()
+        self.layer_box.addItems([existing.name for existing in self.layers.layers])
+        self.layer_box.blockSignals(False)
+        self.set_active_layer(layer.name)
+        return True
+
+    def set_active_layer(self, name: str) -> None:
+        if not name:
+            return
+        layer = self.layers.get(name)
+        self.active_layer = layer
+        if self.layer_box.currentText() != name:
+            self.layer_box.setCurrentText(name)
+        with self.model.lock:
+            self.model.set_compare(layer.volume)
+            self.model.clock_frames = layer.first_frame + layer.volume.n_frames
+        self._generation += 1
+        self._show_compare_row(True)
+        for spin in (self.crop_start, self.crop_stop):
+            spin.setMaximum(layer.volume.n_frames)
+        self.crop_start.setMaximum(layer.volume.n_frames - 1)
+        self.qc_box.blockSignals(True)
+        self.qc_box.clear()
+        self.qc_specs = layer.qc_specs()
+        self.qc_box.addItems(list(self.qc_specs))
+        self.qc_box.blockSignals(False)
+        self._show_qc(self.qc_box.currentText())
+        self.generated_bar.setVisible(True)
+        self._on_layers_edited()
+        self._after_layers_changed()
+
+    def _show_compare_row(self, shown: bool) -> None:
+        grid = self.model.grid
+        for view in self.compare_planes:
+            in_layout = view.box.scene() is not None
+            if shown and not in_layout:
+                self.ortho.addItem(view.box, row=1, col=view.plane)
+            elif not shown and in_layout:
+                self.ortho.removeItem(view.box)
+            view.box.setVisible(shown)
+            if shown and grid is not None:
+                h, v = plane_axes(view.plane)
+                view.set_geometry((grid.shape[h], grid.shape[v]),
+                                  (grid.voxel_mm[h], grid.voxel_mm[v]))
+                view.set_labels(self.radiological)
+
+    def _show_qc(self, name: str) -> None:
+        spec = getattr(self, "qc_specs", {}).get(name)
+        self.qc_view.setVisible(spec is not None)
+        if spec is not None:
+            self.qc_view.set_spec(spec)
+
+    def _compare_t(self) -> int | None:
+        return None if self.active_layer is None else self.active_layer.frame_at(self.model.t)
+
+    def toggle_chunk(self) -> bool:
+        """Discard the chunk under the clock, or keep it again if it was discarded."""
+        layer = self.active_layer
+        chunk = None if layer is None else layer.chunk_of(self.model.t)
+        if chunk is None:
+            return self._fail("No generated chunk here", "move the clock into the generated "
+                                                         "frames first")
+        self._push(SetChunkKept(layer.name, chunk, chunk in layer.discarded))
+        return True
+
+    def crop_layer(self, start: int, stop: int) -> bool:
+        layer = self.active_layer
+        if layer is None:
+            return self._fail("No generated layer", "open a generated run first")
+        if not 0 <= start < stop <= layer.volume.n_frames:
+            return self._fail("Cannot crop", f"frames {start} to {stop} are outside the "
+                                             f"{layer.volume.n_frames} generated frames")
+        self._push(CropFrames(layer.name, start, stop, layer.crop))
+        return True
+
+    def _push(self, command) -> None:
+        if self._host is not None:
+            self._host.push_edit(self.active_layer.document, command, self.layers)
+        else:
+            command.apply(self.layers)
+
+    def _on_layers_edited(self) -> None:
+        """After an edit, its undo or its replay: buttons, time course and planes follow."""
+        layer = self.active_layer
+        if layer is None:
+            return
+        chunk = layer.chunk_of(self.model.t)
+        self.chunk_button.setText("Keep chunk" if chunk in layer.discarded else
+                                  "Discard chunk")
+        for spin, value in ((self.crop_start, layer.crop[0]), (self.crop_stop, layer.crop[1])):
+            spin.blockSignals(True)
+            spin.setValue(value)
+            spin.blockSignals(False)
+        self._draw_generated_course()
+        self._request_redraw(time_course=False)
+
+    def save_layer(self, path) -> Path:
+        if self.active_layer is None:
+            raise ValueError("no generated layer to save")
+        return write_layer(self.active_layer, Path(path))
+
+    def regenerate(self, t1=None) -> bool:
+        """Swap the conditioning anatomy and regenerate: the result opens as a new layer."""
+        layer, real = self.active_layer, self.model.functional
+        if layer is None or real is None or self._host is None:
+            return self._fail("Cannot regenerate", "open a real run and a generated one (in "
+                                                   "Studio, with the engine running)")
+        try:
+            params, inputs = layer.regenerate_request(real.path, None if t1 is None
+                                                      else Path(t1))
+        except ValueError as exc:
+            return self._fail("Cannot regenerate", str(exc))
+        label = f"regenerate {layer.name}" + (f" with {Path(t1).name}" if t1 else "")
+        self._host.submit_job("brainworld.generate", params, inputs,
+                              on_accepted=lambda job: self.jobs.__setitem__(job, label),
+                              on_error=lambda message: self._fail("Cannot regenerate",
+                                                                  message))
+        self.info.setText(f"{label}: submitted")
+        return True
+
+    def _on_host_event(self, envelope: dict) -> None:
+        job = envelope.get("job")
+        if job not in self.jobs:
+            return
+        content = envelope.get("content") or {}
+        if envelope.get("type") == "job_state":
+            self.info.setText(f"{self.jobs[job]}: {content.get('state', '')} "
+                              f"{content.get('reason', '')}".rstrip())
+        elif envelope.get("type") == "job_result":
+            made = (content.get("outputs") or {}).get("generated")
+            if made:
+                self.open_generated(Path(self._host.run_dir(job)) / made)
+
+    def _close_layers(self) -> None:
+        with self.model.lock:
+            self.model.set_compare(None)
+            self.model.clock_frames = 0
+            self.layers.close()
+        self.active_layer = None
+        self.generated_course = None
+        self.generated_curve.setData([], [])
+        self._show_compare_row(False)
+        self.qc_view.setVisible(False)
+        self.generated_bar.setVisible(False)
+        self.layer_box.clear()
 
     # -- ROIs --------------------------------------------------------------------------------
 
@@ -687,15 +960,20 @@ class FmriPanel(QWidget):
     # -- export ------------------------------------------------------------------------------
 
     def export_figure(self, path) -> Path:
-        """The slices, time course and FC matrix as shown, to PNG or SVG (by the suffix)."""
+        """The slices, time course, FC matrix and QC plot as shown, to PNG, SVG or PDF (by
+        the suffix), or the time axis as an MP4 movie."""
         target = Path(path)
         fmt = target.suffix.lower().lstrip(".")
+        if fmt == "mp4":
+            return self.export_movie(target)
         if fmt == "png":
             if not self.figure.grab().save(str(target), "PNG"):
                 raise OSError(f"{target}: could not write the PNG")
             return target
+        if fmt == "pdf":
+            return self._export_pdf(target)
         if fmt != "svg":
-            raise ValueError(f"{target}: export as .png or .svg")
+            raise ValueError(f"{target}: export as .png, .svg, .pdf or .mp4")
         from PySide6.QtSvg import QSvgGenerator
 
         generator = QSvgGenerator()
@@ -708,6 +986,68 @@ class FmriPanel(QWidget):
         painter = QPainter(generator)
         self.figure.render(painter, QPoint(0, 0))
         painter.end()
+        return target
+
+    def _export_pdf(self, target: Path) -> Path:
+        """One vector page the figure's aspect, its source and time in the metadata."""
+        from PySide6.QtCore import QMarginsF, QSizeF
+        from PySide6.QtGui import QPageLayout, QPageSize, QPdfWriter
+
+        writer = QPdfWriter(str(target))
+        size = self.figure.size()
+        writer.setPageLayout(QPageLayout(QPageSize(QSizeF(size.width(), size.height()),
+                                                   QPageSize.Unit.Point),
+                                         QPageLayout.Orientation.Portrait, QMarginsF()))
+        writer.setResolution(72)
+        writer.setCreator("Studio fMRI viewer")
+        source = self.model.base.path.name if self.model.base is not None else ""
+        writer.setTitle(f"{source}, t = {self.model.t}")
+        painter = QPainter(writer)
+        if not painter.isActive():
+            raise OSError(f"{target}: could not write the PDF")
+        self.figure.render(painter, QPoint(0, 0))
+        painter.end()
+        return target
+
+    def export_movie(self, path, fps: int | None = None) -> Path:
+        """Every frame of the time axis as drawn (both rows when a generated layer is
+        shown), to an H.264 MP4 through imageio-ffmpeg. Rendering runs here, frame by frame,
+        from the same model the worker uses; the clock is put back afterwards."""
+        try:
+            import imageio_ffmpeg
+        except ImportError:
+            raise MovieExportError("MP4 export needs the imageio-ffmpeg package, which is not "
+                                   "installed (pip install imageio-ffmpeg); export PNG, SVG "
+                                   "or PDF figures instead") from None
+        if self.model.base is None:
+            raise MovieExportError("nothing to export: open a run first")
+        target = Path(path)
+        fps = fps or self.fps_box.value()
+        original = self.model.t
+        writer = None
+        try:
+            for t in range(self.model.n_frames):
+                self.model.t = t
+                with self.model.lock:
+                    result = self.model.render(self.model.snapshot(False, self._compare_t()))
+                result["overlay_rgba"] = [None if o is None else colourise(o, self.style_overlay)
+                                          for _, o in result["planes"]]
+                result["compare_rgba"] = [None if o is None else colourise(o, self.style_overlay)
+                                          for _, o in result["compare"] or []]
+                self._draw(result)
+                self.time_line.setPos(self._time_axis()[t])
+                frame = _rgb_array(self.figure.grab().toImage())
+                if writer is None:
+                    height, width = frame.shape[:2]
+                    writer = imageio_ffmpeg.write_frames(
+                        str(target), (width, height), fps=fps, codec="libx264",
+                        pix_fmt_out="yuv420p", macro_block_size=2)
+                    writer.send(None)
+                writer.send(np.ascontiguousarray(frame[:height, :width]).tobytes())
+        finally:
+            if writer is not None:
+                writer.close()
+            self.set_time(original)
         return target
 
     # -- dialogs -----------------------------------------------------------------------------
@@ -729,19 +1069,40 @@ class FmriPanel(QWidget):
 
     def _choose_export(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export the figure", "fmri.png",
-                                              "PNG (*.png);;SVG (*.svg)")
+                                              EXPORT_FILTER)
         if path:
-            self.export_figure(path)
+            try:
+                self.export_figure(path)
+            except (OSError, ValueError, RuntimeError) as exc:
+                self._fail("Export failed", str(exc))
+
+    def _choose_regenerate(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Anatomy (T1) to condition on", "",
+                                              NIFTI_FILTER)
+        self.regenerate(path or None)
+
+    def _choose_save_layer(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the kept generated frames",
+                                              "generated_kept.nii.gz", NIFTI_FILTER)
+        if path:
+            try:
+                self.save_layer(path)
+            except (OSError, ValueError) as exc:
+                self._fail("Cannot save the layer", str(exc))
 
     def closeEvent(self, event) -> None:
         self.shutdown()
         super().closeEvent(event)
 
     def shutdown(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         self._play_timer.stop()
         self._render_timer.stop()
         self.slicer.stop()
         with self.model.lock:
+            self.layers.close()
             self.model.close()
 
 
@@ -753,6 +1114,18 @@ def _robust_range(values: np.ndarray) -> tuple[float, float]:
     sample = finite if finite.size <= 200_000 else finite[:: finite.size // 200_000]
     low, high = np.percentile(sample, [2, 98])
     return float(low), float(high if high > low else low + 1)
+
+
+def _rgb_array(image) -> np.ndarray:
+    """A QImage as ``[height, width, 3]`` uint8 with even sides (H.264 needs them)."""
+    from PySide6.QtGui import QImage
+
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    width, height = rgb.width(), rgb.height()
+    row_bytes = rgb.bytesPerLine()
+    data = np.frombuffer(rgb.constBits(), dtype=np.uint8, count=row_bytes * height)
+    frame = data.reshape(height, row_bytes)[:, :width * 3].reshape(height, width, 3)
+    return frame[:height - height % 2, :width - width % 2].copy()
 
 
 def _flip_tiles(image: np.ndarray, columns: int, tile_width: int) -> np.ndarray:

@@ -169,7 +169,7 @@ def test_overlay_on_anatomy_lightbox_rois_and_export(panel, qtbot, tmp_path) -> 
     png, svg = panel.export_figure(tmp_path / "f.png"), panel.export_figure(tmp_path / "f.svg")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in svg.read_text()[:2000] and "anatomical.nii" in svg.read_text()
-    with pytest.raises(ValueError, match="png or .svg"):
+    with pytest.raises(ValueError, match="pdf or .mp4"):
         panel.export_figure(tmp_path / "f.tiff")
 
 

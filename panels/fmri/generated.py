@@ -1,0 +1,243 @@
+"""Generated runs as layers, without Qt: a BrainWorld rollout opened next to the real run.
+
+A generated NIfTI (``brainworld.generate``) carries a BIDS-derivative JSON sidecar saying which
+real frame its first frame follows; the viewer uses it to put both runs on one clock. The user
+keeps or discards whole chunks and crops the time range; each edit is a command object
+(``panels.api.EditCommand``) pushed through the host's undo stack and autosaved per layer
+(document ``fmri-generated:<path>``). ``write_layer`` saves what was kept as a new NIfTI.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.io import extension_of
+from engine.io.nifti import Volume
+
+QC_SPECS = ("power_spectra", "fc_real", "fc_generated", "tsnr_real", "tsnr_generated")
+
+
+def sidecar_of(path: Path) -> dict:
+    """The JSON next to a NIfTI (same name, ``.json``), or {} when there is none/unreadable."""
+    stem = path.name[:-len(extension_of(path))] if extension_of(path) else path.stem
+    sidecar = path.with_name(stem + ".json")
+    try:
+        return json.loads(sidecar.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def is_generated(path: Path) -> bool:
+    """A BrainWorld generation (its sidecar names the generator)."""
+    made_by = sidecar_of(Path(path)).get("GeneratedBy") or []
+    return any("brainworld" in str(entry.get("Name", "")) for entry in made_by)
+
+
+@dataclass
+class GeneratedLayer:
+    """One generated run: its volume, where it sits on the real run's clock, and the edits."""
+
+    name: str
+    path: Path
+    volume: Volume
+    first_frame: int = 0            # real frame index of generated frame 0
+    chunk: int = 1                  # frames per chunk (the unit of keep/discard)
+    sidecar: dict = field(default_factory=dict)
+    discarded: set[int] = field(default_factory=set)
+    crop: tuple[int, int] = (0, 0)  # generated frames [start, stop) kept
+
+    @classmethod
+    def open(cls, path: Path, volume: Volume) -> GeneratedLayer:
+        sidecar = sidecar_of(path)
+        details = sidecar.get("BrainWorld", {})
+        name = f"{path.parent.parent.name}: {path.name}" if path.parent.name == "artifacts" \
+            else path.name  # a run's artifact: several generations share a file name
+        return cls(name=name, path=path, volume=volume,
+                   first_frame=int(details.get("FirstGeneratedFrame", 0)),
+                   chunk=max(1, int(details.get("ChunkFrames", 1))), sidecar=sidecar,
+                   crop=(0, volume.n_frames))
+
+    @property
+    def document(self) -> str:
+        return f"fmri-generated:{self.path}"
+
+    @property
+    def n_chunks(self) -> int:
+        return -(-self.volume.n_frames // self.chunk)
+
+    def chunk_of(self, real_t: int) -> int | None:
+        g = real_t - self.first_frame
+        return g // self.chunk if 0 <= g < self.volume.n_frames else None
+
+    def frame_at(self, real_t: int) -> int | None:
+        """The generated frame shown at real time ``real_t`` (None: none, or edited out)."""
+        g = real_t - self.first_frame
+        if not self.crop[0] <= g < self.crop[1] or g // self.chunk in self.discarded:
+            return None
+        return g
+
+    def kept_frames(self) -> list[int]:
+        return [g for g in range(self.volume.n_frames) if self.frame_at(g + self.first_frame)
+                is not None]
+
+    def regenerate_request(self, real_run: Path, t1: Path | None) -> tuple[dict, dict]:
+        """(params, inputs) of a ``brainworld.generate`` job that redoes this generation from
+        the same checkpoint and starting chunk, conditioned on ``t1`` (None: the template)."""
+        details = self.sidecar.get("BrainWorld", {})
+        made_by = (self.sidecar.get("GeneratedBy") or [{}])[0]
+        if "Checkpoint" not in made_by:
+            raise ValueError(f"{self.name}: its sidecar names no checkpoint to regenerate from")
+        params = {"start_frame": int(details.get("StartFrame", 0)),
+                  "frames": int(details.get("GeneratedFrames", self.volume.n_frames)),
+                  "sampling_steps": int(details.get("SamplingSteps", 100)),
+                  "use_smri": bool(details.get("UseSMRI", True)),
+                  "guidance": float(details.get("Guidance", 1.0))}
+        inputs = {"checkpoint": str(made_by["Checkpoint"]), "fmri": str(real_run)}
+        if t1 is not None:
+            inputs["t1"] = str(t1)
+        return params, inputs
+
+    def qc_specs(self) -> dict[str, dict]:
+        """The quality-check plots written next to the NIfTI by the generate run."""
+        specs = {}
+        for name in QC_SPECS:
+            try:
+                specs[name] = json.loads((self.path.parent / f"{name}.json").read_text())
+            except (OSError, ValueError):
+                continue
+        return specs
+
+
+class GeneratedLayers:
+    """The generated layers of one viewer; ``listeners`` are called after every change."""
+
+    def __init__(self) -> None:
+        self.layers: list[GeneratedLayer] = []
+        self.listeners: list[Callable[[], None]] = []
+
+    def add(self, layer: GeneratedLayer) -> None:
+        self.layers = [existing for existing in self.layers if existing.path != layer.path]
+        self.layers.append(layer)
+        self._changed()
+
+    def get(self, name: str) -> GeneratedLayer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"no generated layer {name!r}")
+
+    def set_chunk_kept(self, name: str, chunk: int, kept: bool) -> None:
+        layer = self.get(name)
+        if not 0 <= chunk < layer.n_chunks:
+            raise IndexError(f"{name}: chunk {chunk} outside 0..{layer.n_chunks - 1}")
+        (layer.discarded.discard if kept else layer.discarded.add)(chunk)
+        self._changed()
+
+    def set_crop(self, name: str, start: int, stop: int) -> None:
+        layer = self.get(name)
+        if not 0 <= start < stop <= layer.volume.n_frames:
+            raise ValueError(f"{name}: crop [{start}, {stop}) outside its "
+                             f"{layer.volume.n_frames} frames")
+        layer.crop = (start, stop)
+        self._changed()
+
+    def close(self) -> None:
+        for layer in self.layers:
+            layer.volume.close()
+        self.layers = []
+
+    def _changed(self) -> None:
+        for listener in list(self.listeners):
+            listener()
+
+
+# -- edit commands -----------------------------------------------------------------------------
+
+@dataclass
+class SetChunkKept:
+    layer: str
+    chunk: int
+    kept: bool
+
+    @property
+    def label(self) -> str:
+        return f"{'Keep' if self.kept else 'Discard'} chunk {self.chunk} of {self.layer}"
+
+    def apply(self, model: GeneratedLayers) -> None:
+        model.set_chunk_kept(self.layer, self.chunk, self.kept)
+
+    def revert(self, model: GeneratedLayers) -> None:
+        model.set_chunk_kept(self.layer, self.chunk, not self.kept)
+
+    def to_json(self) -> dict:
+        return {"type": "set_chunk_kept", "layer": self.layer, "chunk": self.chunk,
+                "kept": self.kept}
+
+
+@dataclass
+class CropFrames:
+    layer: str
+    start: int
+    stop: int
+    previous: tuple[int, int]
+
+    @property
+    def label(self) -> str:
+        return f"Crop {self.layer} to frames {self.start}-{self.stop - 1}"
+
+    def apply(self, model: GeneratedLayers) -> None:
+        model.set_crop(self.layer, self.start, self.stop)
+
+    def revert(self, model: GeneratedLayers) -> None:
+        model.set_crop(self.layer, *self.previous)
+
+    def to_json(self) -> dict:
+        return {"type": "crop_frames", "layer": self.layer, "start": self.start,
+                "stop": self.stop, "previous": list(self.previous)}
+
+
+def decode(data: dict) -> SetChunkKept | CropFrames:
+    """A saved edit back as a command (``host.restore_edits``)."""
+    if data.get("type") == "set_chunk_kept":
+        return SetChunkKept(str(data["layer"]), int(data["chunk"]), bool(data["kept"]))
+    if data.get("type") == "crop_frames":
+        start, stop = data["previous"]
+        return CropFrames(str(data["layer"]), int(data["start"]), int(data["stop"]),
+                          (int(start), int(stop)))
+    raise ValueError(f"not an fMRI layer edit: {data.get('type')!r}")
+
+
+def write_layer(layer: GeneratedLayer, target: Path) -> Path:
+    """The kept frames as a 4D NIfTI in the layer's space, with a sidecar recording the
+    edits (which generated frames were kept)."""
+    import gzip
+
+    import nibabel as nib
+
+    from engine.atomic import write_atomic
+
+    kept = layer.kept_frames()
+    if not kept:
+        raise ValueError(f"{layer.name}: every frame is discarded or cropped away")
+    data = np.stack([layer.volume.frame(g) for g in kept], axis=-1)
+    image = nib.Nifti1Image(data, layer.volume.affine, header=layer.volume.header.copy())
+    image.set_data_dtype(np.float32)
+    image.header.set_slope_inter(1.0, 0.0)
+    payload = image.to_bytes()
+    target = Path(target)
+    if extension_of(target) == ".nii.gz":
+        payload = gzip.compress(payload, compresslevel=6)
+    elif extension_of(target) != ".nii":
+        raise ValueError(f"{target}: save as .nii or .nii.gz")
+    write_atomic(target, lambda handle: handle.write(payload))
+    sidecar = dict(layer.sidecar)
+    sidecar["Edits"] = {"KeptGeneratedFrames": kept, "Source": str(layer.path)}
+    stem = target.name[:-len(extension_of(target))]
+    text = json.dumps(sidecar, indent=2).encode()
+    write_atomic(target.with_name(stem + ".json"), lambda handle: handle.write(text))
+    return target

@@ -1,0 +1,244 @@
+"""Generated runs beside the real one: one cursor and one clock, keep/discard/crop edits
+through the host's undo stack (replayed after a restart), QC plots, PDF and MP4 export."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from engine.plots import plot, series
+from panels.fmri.generated import (
+    CropFrames,
+    GeneratedLayer,
+    GeneratedLayers,
+    SetChunkKept,
+    decode,
+    is_generated,
+    write_layer,
+)
+from panels.fmri.view import FmriPanel, MovieExportError
+from tests.panels.conftest import FakeHost
+from tests.panels.fmri.test_fmri_panel import _drawn
+
+FIRST, CHUNK, FRAMES = 8, 4, 12
+AFFINE = np.array([[-3.0, 0, 0, 30], [0, 3.0, 0, -40], [0, 0, 3.5, -20], [0, 0, 0, 1]])
+
+
+@pytest.fixture
+def runs(tmp_path) -> tuple[Path, Path, np.ndarray, np.ndarray]:
+    """A real run (20 frames) and a generated run of 12 frames following its frame 7, with
+    the sidecar and QC plots brainworld.generate writes."""
+    rng = np.random.default_rng(0)
+    real = (100 + rng.standard_normal((9, 10, 7, 20))).astype(np.float32)
+    generated = (200 + rng.standard_normal((9, 10, 7, FRAMES))).astype(np.float32)
+    real_path = tmp_path / "sub-01_bold.nii.gz"
+    nib.save(nib.Nifti1Image(real, AFFINE), real_path)
+    folder = tmp_path / "run" / "artifacts"
+    folder.mkdir(parents=True)
+    gen_path = folder / "sub-01_desc-brainworld_bold.nii.gz"
+    nib.save(nib.Nifti1Image(generated, AFFINE), gen_path)
+    sidecar = {"GeneratedBy": [{"Name": "Studio brainworld.generate"}],
+               "BrainWorld": {"FirstGeneratedFrame": FIRST, "ChunkFrames": CHUNK}}
+    (folder / "sub-01_desc-brainworld_bold.json").write_text(json.dumps(sidecar))
+    (folder / "power_spectra.json").write_text(json.dumps(plot(
+        "power spectra", [series("real", [0.1, 0.2], [1, 2]),
+                          series("generated", [0.1, 0.2], [1, 3])])))
+    return real_path, gen_path, real, generated
+
+
+class RecordingHost(FakeHost):
+    """Keeps each document's edits like the shell's autosave, and replays them."""
+
+    def __init__(self, run_root: Path) -> None:
+        super().__init__(run_root)
+        self.saved: dict[str, list[dict]] = {}
+
+    def push_edit(self, document, command, model) -> None:
+        self.saved.setdefault(document, []).append(command.to_json())
+        command.apply(model)
+
+    def restore_edits(self, document, model, decode) -> int:
+        for data in self.saved.get(document, []):
+            decode(data).apply(model)
+        return len(self.saved.get(document, []))
+
+
+@pytest.fixture
+def host(tmp_path) -> RecordingHost:
+    return RecordingHost(tmp_path / "runs")
+
+
+@pytest.fixture
+def panel(make_widget, host, qtbot, workspace_dir) -> FmriPanel:
+    widget = make_widget(FmriPanel, host)
+    widget.resize(1000, 900)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def test_layer_model_edits_round_trip(runs, tmp_path) -> None:
+    from engine.io.nifti import open_volume
+
+    _, gen_path, _, generated = runs
+    assert is_generated(gen_path) and not is_generated(runs[0])
+    layers = GeneratedLayers()
+    seen = []
+    layers.listeners.append(lambda: seen.append(1))
+    layer = GeneratedLayer.open(gen_path, open_volume(gen_path))
+    layers.add(layer)
+    assert (layer.first_frame, layer.chunk, layer.n_chunks) == (FIRST, CHUNK, 3)
+    assert layer.frame_at(FIRST - 1) is None and layer.frame_at(FIRST + 5) == 5
+    discard = SetChunkKept(layer.name, 1, kept=False)
+    crop = CropFrames(layer.name, 2, 11, layer.crop)
+    for command in (discard, crop):
+        command.apply(layers)
+        assert decode(json.loads(json.dumps(command.to_json()))) == command
+    assert layer.frame_at(FIRST + 5) is None and layer.frame_at(FIRST + 1) is None
+    assert layer.kept_frames() == [2, 3, 8, 9, 10]
+    saved = write_layer(layer, tmp_path / "kept.nii.gz")
+    np.testing.assert_allclose(nib.load(saved).get_fdata(), generated[..., [2, 3, 8, 9, 10]])
+    np.testing.assert_allclose(nib.load(saved).affine, AFFINE)
+    assert json.loads((tmp_path / "kept.json").read_text())["Edits"]["KeptGeneratedFrames"] == [
+        2, 3, 8, 9, 10]
+    crop.revert(layers)
+    discard.revert(layers)
+    assert layer.kept_frames() == list(range(FRAMES)) and len(seen) == 5
+    with pytest.raises(ValueError, match="not an fMRI layer edit"):
+        decode({"type": "set_turn_field"})
+    with pytest.raises(IndexError, match="chunk 7"):
+        layers.set_chunk_kept(layer.name, 7, False)
+    layers.close()
+
+
+def test_generated_run_shares_cursor_and_clock(panel, qtbot, runs) -> None:
+    real_path, gen_path, real, generated = runs
+    assert panel.open_file(real_path)
+    assert panel.open_file(gen_path)          # recognised from its sidecar: a layer, not a base
+    assert panel.model.base.path == real_path and panel.active_layer.path == gen_path
+    assert all(view.box.isVisible() for view in panel.compare_planes)
+    assert panel.model.n_frames == FIRST + FRAMES and panel.time_slider.maximum() == 19
+    panel.set_cursor((3, 4, 2))
+    panel.set_time(FIRST + 3)
+    result = _drawn(panel, qtbot, cursor=(3, 4, 2), t=FIRST + 3)
+    assert result["state"].compare_t == 3
+    grid = panel.model.grid
+    for plane in range(3):
+        expected = grid.plane_slice(panel.model.compare, plane, (3, 4, 2)[plane], 3)
+        np.testing.assert_array_equal(panel.compare_planes[plane].base.image, expected)
+    assert panel.compare_planes[2].base.image.mean() > 150   # the generated values
+    assert panel.planes[2].base.image.mean() < 150           # the real ones
+    assert "generated frame 3" in panel.info.text()
+    qtbot.waitUntil(lambda: panel.generated_course is not None, timeout=10_000)
+    ijk = panel.model.cursor_voxel()
+    np.testing.assert_allclose(panel.generated_course, generated[tuple(ijk)])
+    x, _ = panel.generated_curve.getData()
+    assert x[0] == pytest.approx(FIRST * (panel.model.functional.tr_s or 1.0))
+    assert len(x) == FRAMES
+    panel.set_time(2)                           # before the generation starts
+    result = _drawn(panel, qtbot, t=2)
+    assert result["state"].compare_t is None
+    assert np.isnan(panel.compare_planes[0].base.image).all()
+    assert "power_spectra" in [panel.qc_box.itemText(i) for i in range(panel.qc_box.count())]
+    assert panel.qc_view.isVisible() and panel.qc_view.spec()["title"] == "power spectra"
+
+
+def test_keep_discard_crop_are_undoable_and_replayed(panel, qtbot, runs, host,
+                                                     make_widget) -> None:
+    real_path, gen_path, _, _ = runs
+    panel.open_file(real_path)
+    panel.open_file(gen_path)
+    layer = panel.active_layer
+    panel.set_time(FIRST + 5)                  # chunk 1
+    assert panel.toggle_chunk()
+    assert layer.discarded == {1} and panel.chunk_button.text() == "Keep chunk"
+    result = _drawn(panel, qtbot, t=FIRST + 5, compare_t=None)
+    assert np.isnan(panel.compare_planes[2].base.image).all()
+    assert panel.crop_layer(0, 10)
+    assert layer.crop == (0, 10) and panel.crop_stop.value() == 10
+    assert not panel.crop_layer(5, 50) and host.errors[-1][0] == "Cannot crop"
+    edits = host.saved[layer.document]
+    assert [e["type"] for e in edits] == ["set_chunk_kept", "crop_frames"]
+    decode(edits[1]).revert(panel.layers)      # what the undo stack does
+    decode(edits[0]).revert(panel.layers)
+    assert layer.discarded == set() and layer.crop == (0, FRAMES)
+    _drawn(panel, qtbot, t=FIRST + 5, compare_t=5)
+    assert result is not None
+    panel.set_time(0)
+    assert not panel.toggle_chunk()            # no generated chunk at t = 0
+
+    again = make_widget(FmriPanel, host)       # a restart: the autosaved edits come back
+    again.open_file(real_path)
+    again.open_generated(gen_path)
+    assert again.active_layer.discarded == {1} and again.active_layer.crop == (0, 10)
+
+
+def test_exports_pdf_and_mp4(panel, qtbot, runs, tmp_path, monkeypatch) -> None:
+    real_path, gen_path, _, _ = runs
+    panel.open_file(real_path)
+    panel.open_file(gen_path)
+    _drawn(panel, qtbot)
+    pdf = panel.export_figure(tmp_path / "f.pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)   # not installed
+    with pytest.raises(MovieExportError, match="imageio-ffmpeg"):
+        panel.export_figure(tmp_path / "f.mp4")
+    frames, opened = [], {}
+
+    def write_frames(path, size, **options):
+        opened.update(path=path, size=size, **options)
+        while True:
+            data = yield
+            if data is not None:
+                frames.append(data)
+
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg",
+                        types.SimpleNamespace(write_frames=write_frames))
+    panel.set_time(4)
+    panel.export_movie(tmp_path / "f.mp4", fps=5)
+    width, height = opened["size"]
+    assert width % 2 == 0 and height % 2 == 0 and opened["fps"] == 5
+    assert len(frames) == FIRST + FRAMES
+    assert all(len(f) == width * height * 3 for f in frames)
+    assert frames[0] != frames[FIRST + 2]
+    assert panel.model.t == 4                 # the clock is put back
+
+
+def test_regenerate_with_another_anatomy_opens_the_result_as_a_layer(panel, qtbot, runs, host,
+                                                                     tmp_path) -> None:
+    from engine.methods.brainworld import GenerateParams
+
+    real_path, gen_path, _, generated = runs
+    panel.open_file(real_path)
+    panel.open_file(gen_path)
+    assert not panel.regenerate() and "names no checkpoint" in host.errors[-1][1]
+    sidecar_path = gen_path.with_name("sub-01_desc-brainworld_bold.json")
+    sidecar = json.loads(sidecar_path.read_text())
+    sidecar["GeneratedBy"][0]["Checkpoint"] = str(tmp_path / "ckpt")
+    sidecar["BrainWorld"].update(StartFrame=4, GeneratedFrames=FRAMES, SamplingSteps=50)
+    sidecar_path.write_text(json.dumps(sidecar))
+    panel.open_generated(gen_path)             # reopened: the sidecar is read again
+    host._params["brainworld.generate"] = GenerateParams
+    t1 = tmp_path / "other_T1w.nii.gz"
+    assert panel.regenerate(t1)
+    submitted = host.submitted[-1]
+    assert submitted["method"] == "brainworld.generate"
+    assert submitted["params"]["start_frame"] == 4 and submitted["params"]["sampling_steps"] == 50
+    assert submitted["inputs"] == {"checkpoint": str(tmp_path / "ckpt"),
+                                   "fmri": str(real_path), "t1": str(t1)}
+    job = next(iter(panel.jobs))
+    artifacts = Path(host.run_dir(job)) / "artifacts"
+    made = artifacts / "sub-01_desc-brainworld_bold.nii.gz"
+    nib.save(nib.Nifti1Image(generated[..., :5] * 0 + 7, AFFINE), made)
+    made.with_name("sub-01_desc-brainworld_bold.json").write_text(json.dumps(sidecar))
+    host.emit(job, "job_result", outputs={"generated": f"artifacts/{made.name}"})
+    assert panel.active_layer.path == made and len(panel.layers.layers) == 2
+    assert panel.layer_box.count() == 2 and job in panel.active_layer.name
+    result = _drawn(panel, qtbot, compare_t=panel._compare_t())
+    assert result["compare"] is not None
