@@ -35,11 +35,12 @@ def test_window_opens_on_the_welcome_page_with_every_paper(main_window):
     assert all(card.isVisible() for card in cards)
     eos = next(card for card in cards if card.paper.slug == "eos")
     assert eos.button.isEnabled() and "Open" in eos.button.text()
-    coming = next(card for card in cards if card.paper.slug == "brainworld")
-    assert not coming.coming_label.isVisible()
-    coming.button.click()
-    assert coming.coming_label.isVisible()
-    assert "fMRI" in coming.coming_label.text()
+    coming = next((card for card in cards if not card.paper.available), None)
+    if coming is not None:  # a paper whose panel is not built says what it will offer
+        assert not coming.coming_label.isVisible()
+        coming.button.click()
+        assert coming.coming_label.isVisible()
+        assert coming.paper.coming in coming.coming_label.text()
 
 
 def test_filter_narrows_the_cards(main_window):
