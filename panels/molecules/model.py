@@ -1,0 +1,371 @@
+"""The molecule panel's state without Qt: a set of molecules, their view order, properties
+computed on demand, SMARTS hits, the reference set, and the undoable SMILES edits.
+
+Edits are plain command objects (``panels.api.EditCommand``) pushed through
+``host.push_edit`` (one undo history for the window, autosaved); ``decode`` turns their JSON
+form back into commands. RDKit is used directly (no torch): the GUI imports this module.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.io.molecules import (
+    DESCRIPTOR_NAMES,
+    Molecule,
+    Sequence,
+    Structure,
+    canonical_smiles,
+    descriptor,
+    descriptors,
+    parse_smiles,
+    read_molecules,
+    standardise,
+)
+from panels.lab.model import Events
+
+ANTIBIOTICS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "molecules"
+               / "GNEprop_known_abx.tsv")
+HISTOGRAM_BINS = 24
+HISTOGRAM_SAMPLE = 2000
+FLAGS = ("", "accepted", "rejected", "flagged")
+
+
+@dataclass
+class Entry:
+    """One row of the set: a molecule (``smiles``), or a sequence/structure shown by name."""
+
+    smiles: str
+    name: str = ""
+    location: str = ""
+    props: dict = field(default_factory=dict)  # the file's own columns
+    kind: str = "molecule"  # molecule, protein, nucleotide, structure
+    detail: str = ""  # a sequence, or a structure's chains
+    flag: str = ""
+    _valid: bool | None = None
+    _values: dict[str, float] = field(default_factory=dict)  # descriptors computed so far
+
+    @property
+    def valid(self) -> bool:
+        if self._valid is None:
+            self._valid = self.kind == "molecule" and parse_smiles(self.smiles) is not None
+        return self._valid
+
+    def descriptor(self, name: str) -> float | None:
+        """One descriptor, computed on first use and kept (the grid asks only for the one it
+        shows, for the cells on screen); ``None`` for an invalid molecule."""
+        if not self.valid:
+            return None
+        if name not in self._values:
+            self._values[name] = descriptor(parse_smiles(self.smiles), name)
+        return self._values[name]
+
+    def descriptors(self) -> dict[str, float]:
+        """The whole kCGM descriptor set (empty for an invalid molecule)."""
+        if self.valid and len(self._values) < len(DESCRIPTOR_NAMES):
+            self._values = descriptors(parse_smiles(self.smiles))
+        return dict(self._values) if self.valid else {}
+
+    def replace_smiles(self, smiles: str) -> None:
+        self.smiles, self._valid, self._values = smiles, None, {}
+
+
+@dataclass
+class EditSmiles:
+    """Replace one entry's SMILES (old value kept for undo)."""
+
+    index: int
+    smiles: str
+    previous: str
+    reason: str = "Edit"
+
+    @property
+    def label(self) -> str:
+        return f"{self.reason} molecule {self.index + 1}"
+
+    def apply(self, model: MoleculeSetModel) -> None:
+        model.set_smiles(self.index, self.smiles)
+
+    def revert(self, model: MoleculeSetModel) -> None:
+        model.set_smiles(self.index, self.previous)
+
+    def to_json(self) -> dict:
+        return {"type": "edit_smiles", "index": self.index, "smiles": self.smiles,
+                "previous": self.previous, "reason": self.reason}
+
+
+@dataclass
+class SetFlag:
+    """Accept, reject or flag an entry."""
+
+    index: int
+    flag: str
+    previous: str
+
+    @property
+    def label(self) -> str:
+        return f"Mark molecule {self.index + 1} {self.flag or 'unmarked'}"
+
+    def apply(self, model: MoleculeSetModel) -> None:
+        model.set_flag(self.index, self.flag)
+
+    def revert(self, model: MoleculeSetModel) -> None:
+        model.set_flag(self.index, self.previous)
+
+    def to_json(self) -> dict:
+        return {"type": "set_flag", "index": self.index, "flag": self.flag,
+                "previous": self.previous}
+
+
+def decode(data: dict) -> EditSmiles | SetFlag:
+    """A saved edit back as a command (``host.restore_edits``)."""
+    if data.get("type") == "edit_smiles":
+        return EditSmiles(int(data["index"]), str(data["smiles"]), str(data["previous"]),
+                          str(data.get("reason", "Edit")))
+    if data.get("type") == "set_flag":
+        return SetFlag(int(data["index"]), str(data["flag"]), str(data["previous"]))
+    raise ValueError(f"not a molecule edit: {data.get('type')!r}")
+
+
+@dataclass
+class Hit:
+    index: int
+    atoms: tuple[int, ...]  # atoms of the first match, for highlighting
+
+
+class MoleculeSetModel:
+    """Events: ``loaded`` (), ``changed`` (index), ``order`` (), ``search`` (hits)."""
+
+    def __init__(self) -> None:
+        self.path = ""
+        self.entries: list[Entry] = []
+        self.order: list[int] = []  # entry indices in display order
+        self.problems: list[tuple[str, str]] = []
+        self.hits: dict[int, Hit] = {}
+        self.sort_key: tuple[str, bool] | None = None
+        self.reference: list[tuple[str, str]] = []  # (name, cleaned SMILES)
+        self._reference_fps: np.ndarray | None = None
+        self._reference_values: dict[str, np.ndarray] = {}
+        self.events = Events("loaded", "changed", "order", "search")
+
+    # -- loading -------------------------------------------------------------------------
+
+    @property
+    def document(self) -> str:
+        return f"molecules:{self.path}"
+
+    def load(self, path: str | os.PathLike, limit: int | None = None) -> None:
+        """Raises ``FormatError`` naming the file; bad records end up in ``problems``."""
+        found = read_molecules(path, limit=limit)
+        self.path = str(path)
+        self.entries = [_entry(record) for record in found.records]
+        self.problems = found.problems
+        self.order = list(range(len(self.entries)))
+        self.hits, self.sort_key = {}, None
+        self.events.emit("loaded")
+
+    def load_smiles(self, smiles: list[str], name: str = "generated") -> None:
+        """A set given directly (a run's samples); invalid ones are kept (and shown)."""
+        self.path = name
+        self.entries = [Entry(s) for s in smiles]
+        self.problems, self.hits, self.sort_key = [], {}, None
+        self.order = list(range(len(self.entries)))
+        self.events.emit("loaded")
+
+    def load_reference(self, path: str | os.PathLike | None = None) -> int:
+        """The reference set (default: the GNEprop antibiotics), cleaned like kCGM's."""
+        molecules = [r for r in read_molecules(path or ANTIBIOTICS).records
+                     if isinstance(r, Molecule)]
+        cleaned: dict[str, str] = {}
+        for molecule in molecules:
+            smiles = standardise(molecule.smiles)
+            if smiles and smiles not in cleaned:
+                cleaned[smiles] = molecule.name or smiles
+        self.reference = [(name, smiles) for smiles, name in cleaned.items()]
+        self._reference_fps = None
+        self._reference_values = {}
+        return len(self.reference)
+
+    def entry_at(self, row: int) -> Entry:
+        """The entry shown at display position ``row``."""
+        return self.entries[self.order[row]]
+
+    # -- properties and order ------------------------------------------------------------
+
+    @staticmethod
+    def property_names() -> list[str]:
+        return list(DESCRIPTOR_NAMES)
+
+    def value(self, index: int, name: str) -> float | str | None:
+        entry = self.entries[index]
+        if name in DESCRIPTOR_NAMES:
+            return entry.descriptor(name)
+        return entry.props.get(name, getattr(entry, name, None))
+
+    def sort(self, name: str, descending: bool = False) -> None:
+        """Order by a descriptor or a file column; entries without a value go last."""
+        values = {i: self.value(i, name) for i in range(len(self.entries))}
+        present = [i for i, v in values.items() if v is not None and v != ""]
+        missing = [i for i, v in values.items() if v is None or v == ""]
+
+        def key(index: int) -> tuple:
+            value = values[index]
+            numeric = isinstance(value, (int, float))
+            return (0, float(value), "") if numeric else (1, 0.0, str(value))
+
+        self.order = sorted(present, key=key, reverse=descending) + missing
+        self.sort_key = (name, descending)
+        self.events.emit("order")
+
+    # -- search, similarity --------------------------------------------------------------
+
+    def search(self, smarts: str) -> dict[int, Hit]:
+        """Entries with the SMARTS substructure; ``ValueError`` for a bad pattern. An empty
+        pattern clears the search."""
+        from rdkit import Chem
+
+        self.hits = {}
+        if smarts.strip():
+            pattern = Chem.MolFromSmarts(smarts.strip())
+            if pattern is None:
+                raise ValueError(f"not a valid SMARTS pattern: {smarts!r}")
+            for index, entry in enumerate(self.entries):
+                mol = parse_smiles(entry.smiles) if entry.kind == "molecule" else None
+                if mol is not None:
+                    match = mol.GetSubstructMatch(pattern)
+                    if match:
+                        self.hits[index] = Hit(index, tuple(match))
+        self.events.emit("search", hits=self.hits)
+        return self.hits
+
+    def nearest_reference(self, index: int) -> tuple[str, str, float] | None:
+        """(name, SMILES, Tanimoto) of the most similar reference molecule (Morgan r2, 2048
+        bits; the query cleaned as the reference is), or ``None`` for an invalid molecule or an
+        empty reference."""
+        if not self.reference or not self.entries[index].valid:
+            return None
+        if self._reference_fps is None:
+            self._reference_fps = _fingerprints([s for _, s in self.reference])
+        query = _fingerprints([standardise(self.entries[index].smiles) or ""])[0]
+        shared = self._reference_fps @ query
+        union = self._reference_fps.sum(1) + query.sum() - shared
+        similarity = np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
+        best = int(similarity.argmax())
+        name, smiles = self.reference[best]
+        return name, smiles, float(similarity[best])
+
+    # -- edits ---------------------------------------------------------------------------
+
+    def edit(self, index: int, smiles: str) -> EditSmiles:
+        """The command that sets an entry's SMILES; ``ValueError`` when it does not parse."""
+        canonical = canonical_smiles(smiles.strip())
+        if canonical is None:
+            raise ValueError(f"not a valid SMILES: {smiles!r}")
+        return EditSmiles(index, canonical, self.entries[index].smiles)
+
+    def standardisation(self, index: int) -> EditSmiles | None:
+        """Largest fragment, no stereo, neutral: the cleaning kCGM's reference gets; ``None``
+        when the molecule is already clean (or invalid)."""
+        current = self.entries[index].smiles
+        cleaned = standardise(current) if self.entries[index].valid else None
+        if cleaned is None or cleaned == current:
+            return None
+        return EditSmiles(index, cleaned, current, "Standardise")
+
+    def flagging(self, index: int, flag: str) -> SetFlag:
+        if flag not in FLAGS:
+            raise ValueError(f"flag must be one of {FLAGS}")
+        return SetFlag(index, flag, self.entries[index].flag)
+
+    def set_smiles(self, index: int, smiles: str) -> None:
+        self.entries[index].replace_smiles(smiles)
+        self.events.emit("changed", index=index)
+
+    def set_flag(self, index: int, flag: str) -> None:
+        self.entries[index].flag = flag
+        self.events.emit("changed", index=index)
+
+    # -- histograms and export -----------------------------------------------------------
+
+    def histogram_spec(self, name: str) -> dict:
+        """Density of ``name`` over the valid molecules (an even sample of at most
+        ``HISTOGRAM_SAMPLE`` for big sets) vs the reference set (a plot spec)."""
+        from engine.plots import plot, series
+
+        step = max(1, len(self.entries) // HISTOGRAM_SAMPLE)
+        sampled = [self.value(i, name) for i in range(0, len(self.entries), step)]
+        generated = np.array([v for v in sampled if isinstance(v, (int, float))], dtype=float)
+        if name not in self._reference_values:
+            self._reference_values[name] = np.array(
+                [descriptor(parse_smiles(s), name) for _, s in self.reference], dtype=float)
+        reference = self._reference_values[name]
+        pooled = np.concatenate([generated, reference])
+        if not len(pooled):
+            return plot(f"{name}: nothing to show", [], xlabel=name, ylabel="density")
+        edges = np.histogram_bin_edges(pooled, bins=HISTOGRAM_BINS)
+        centres = (edges[:-1] + edges[1:]) / 2
+        curves = []
+        for label, values in ((Path(self.path).name or "set", generated),
+                              ("reference", reference)):
+            if len(values):
+                density = np.histogram(values, edges, density=True)[0]
+                curves.append(series(label, centres, density, "step"))
+        sample = f" (every {step}th molecule)" if step > 1 else ""
+        return plot(f"{name}: set{sample} vs reference", curves, xlabel=name, ylabel="density")
+
+    def export_smiles(self, path: str | os.PathLike, indices: list[int] | None = None) -> Path:
+        """``SMILES name`` lines, in display order (or the given entries)."""
+        from engine.atomic import write_atomic
+
+        chosen = self.order if indices is None else indices
+        text = "".join(f"{self.entries[i].smiles} {self.entries[i].name}".rstrip() + "\n"
+                       for i in chosen if self.entries[i].kind == "molecule")
+        target = Path(path)
+        write_atomic(target, lambda handle: handle.write(text.encode()))
+        return target
+
+    def export_csv(self, path: str | os.PathLike) -> Path:
+        """SMILES, name, flag and every descriptor, in display order."""
+        from engine.atomic import write_atomic
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["smiles", "name", "flag", *DESCRIPTOR_NAMES])
+        for i in self.order:
+            entry = self.entries[i]
+            values = entry.descriptors() if entry.valid else {}
+            writer.writerow([entry.smiles, entry.name, entry.flag,
+                             *(f"{values[n]:.4g}" if values else "" for n in DESCRIPTOR_NAMES)])
+        target = Path(path)
+        data = buffer.getvalue().encode()
+        write_atomic(target, lambda handle: handle.write(data))
+        return target
+
+
+def _entry(record) -> Entry:
+    if isinstance(record, Sequence):
+        return Entry("", record.name, record.location, kind=record.kind,
+                     detail=record.sequence)
+    if isinstance(record, Structure):
+        chains = ", ".join(f"{c}: {len(s)} residues" for c, s in record.chains.items())
+        return Entry("", record.name, record.location, kind="structure",
+                     detail=f"{len(record.atoms)} atoms; {chains}")
+    return Entry(record.smiles, record.name, record.location, dict(record.props))
+
+
+def _fingerprints(smiles: list[str]) -> np.ndarray:
+    from rdkit.Chem import rdFingerprintGenerator
+
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
+    out = np.zeros((len(smiles), 2048), dtype=np.float64)
+    for i, text in enumerate(smiles):
+        mol = parse_smiles(text)
+        if mol is not None:
+            out[i] = generator.GetFingerprintAsNumPy(mol)
+    return out

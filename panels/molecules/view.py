@@ -1,0 +1,592 @@
+"""The molecule panel: a grid of 2D depictions beside a sortable property table, property
+histograms against a reference set, SMARTS search, nearest reference, and SMILES edits.
+
+Left, the grid (a ``QListView`` in icon mode over ``MoleculeGridModel``): Qt asks only for the
+cells on screen, and depictions are drawn then and cached, so 100k molecules scroll smoothly.
+Right, tabs: the property table (click a header to sort; grid and table share one order), the
+histograms (the set vs the reference, the features kCGM calibrates), and the editor (SMILES with
+live validity, standardise, accept/reject/flag, nearest reference by Tanimoto). Every edit goes
+through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run opens its
+generated molecules. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QRunnable,
+    QSize,
+    Qt,
+    QThreadPool,
+    Signal,
+)
+from PySide6.QtGui import QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListView,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.io.molecules import DESCRIPTOR_NAMES, canonical_smiles
+from panels.molecules.depict import MISSING, DepictionCache, export_grid, render_png
+from panels.molecules.model import FLAGS, MoleculeSetModel, decode
+from panels.widgets.plot_view import PlotSpecView
+
+CELL = QSize(150, 120)  # depiction size in the grid
+GRID = QSize(170, 168)  # cell with its two lines of text
+FIXED_COLUMNS = ["#", "name", "SMILES", "flag"]
+TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT = range(3)
+RUN_METHOD = "kcgm.calibrate"
+
+
+def _pixmap(png: bytes) -> QPixmap:
+    pixmap = QPixmap()
+    pixmap.loadFromData(png, "PNG")
+    return pixmap
+
+
+def _format(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+class _Rendered(QObject):
+    done = Signal(object, object)  # key, PNG bytes or None
+
+
+class _RenderDepiction(QRunnable):
+    """Draws one depiction on the pool's thread; the result comes back as a queued signal."""
+
+    def __init__(self, key: tuple, signals: _Rendered) -> None:
+        super().__init__()
+        self.key = key
+        self.signals = signals
+
+    def run(self) -> None:
+        self.signals.done.emit(self.key, render_png(*self.key))
+
+
+class MoleculeGridModel(QAbstractListModel):
+    """One cell per entry in display order. Qt asks only for the cells on screen; a depiction
+    not yet drawn is requested from a worker thread (once) and the cell shows blank until it
+    arrives, so scrolling never waits for RDKit."""
+
+    def __init__(self, molecules: MoleculeSetModel, cache: DepictionCache) -> None:
+        super().__init__()
+        self.molecules = molecules
+        self.cache = cache
+        self.shown_property = "MolWt"
+        self.blank = QPixmap(CELL)
+        self.blank.fill(Qt.GlobalColor.transparent)
+        self.pool = QThreadPool()
+        self.pool.setMaxThreadCount(1)  # two cores: the other one is the GUI's
+        self.pending: set[tuple] = set()
+        self._rendered = _Rendered()
+        self._rendered.done.connect(self._on_rendered)
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.molecules.order)
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        entry_index = self.molecules.order[index.row()]
+        entry = self.molecules.entries[entry_index]
+        if role == Qt.ItemDataRole.DisplayRole:
+            if entry.kind != "molecule":
+                return f"{entry.name}\n{entry.kind}"
+            value = self.molecules.value(entry_index, self.shown_property)
+            shown = f"{self.shown_property} {_format(value)}" if entry.valid else "invalid"
+            return f"{entry.name or f'#{entry_index + 1}'}\n{shown}"
+        if role == Qt.ItemDataRole.DecorationRole:
+            if entry.kind != "molecule":
+                return self.blank
+            hit = self.molecules.hits.get(entry_index)
+            key = (entry.smiles, CELL.width(), CELL.height(), hit.atoms if hit else ())
+            pixmap = self.cache.lookup(key)
+            if pixmap is MISSING:
+                self._request(key)
+                return self.blank
+            return pixmap if pixmap is not None else self.blank
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return entry.smiles or entry.detail
+        return None
+
+    def _request(self, key: tuple) -> None:
+        if key not in self.pending:
+            self.pending.add(key)
+            self.pool.start(_RenderDepiction(key, self._rendered))
+
+    def _on_rendered(self, key: tuple, png: bytes | None) -> None:
+        self.pending.discard(key)
+        self.cache.store(key, png)
+        if self.rowCount():
+            self.dataChanged.emit(self.index(0), self.index(self.rowCount() - 1),
+                                  [Qt.ItemDataRole.DecorationRole])
+
+    def stop(self) -> None:
+        """Drop queued depictions and wait for the one being drawn (before closing)."""
+        self.pool.clear()
+        self.pool.waitForDone()
+
+    def refresh(self) -> None:
+        self.beginResetModel()
+        self.endResetModel()
+
+
+class MoleculeTableModel(QAbstractTableModel):
+    """Entries in display order with their descriptors (computed for the rows shown)."""
+
+    def __init__(self, molecules: MoleculeSetModel) -> None:
+        super().__init__()
+        self.molecules = molecules
+        self.columns = FIXED_COLUMNS + list(DESCRIPTOR_NAMES)
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.molecules.order)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return self.columns[section]
+        return None
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or role not in (Qt.ItemDataRole.DisplayRole,
+                                               Qt.ItemDataRole.ToolTipRole):
+            return None
+        entry_index = self.molecules.order[index.row()]
+        entry = self.molecules.entries[entry_index]
+        column = self.columns[index.column()]
+        if column == "#":
+            return str(entry_index + 1)
+        if column == "name":
+            return entry.name
+        if column == "SMILES":
+            return entry.smiles or entry.detail
+        if column == "flag":
+            return entry.flag
+        return _format(self.molecules.value(entry_index, column))
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        name = self.columns[column]
+        if name == "#":
+            self.molecules.order = list(range(len(self.molecules.entries)))
+            self.molecules.sort_key = None
+            self.molecules.events.emit("order")
+            return
+        key = {"SMILES": "smiles"}.get(name, name)
+        self.molecules.sort(key, descending=order == Qt.SortOrder.DescendingOrder)
+
+    def refresh(self) -> None:
+        self.beginResetModel()
+        self.endResetModel()
+
+
+class MoleculesPanel(QWidget):
+    def __init__(self, host: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.model = MoleculeSetModel()
+        self.cache = DepictionCache(convert=_pixmap)
+        self.jobs: set[str] = set()
+        self._current = -1  # entry index being edited
+        self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
+        self._build()
+        self.model.events.connect("loaded", self._on_loaded)
+        self.model.events.connect("order", self._on_order)
+        self.model.events.connect("changed", self._on_changed)
+        self.model.events.connect("search", lambda hits: self._refresh_views())
+        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.setAcceptDrops(True)
+
+    # -- layout --------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        bar = QHBoxLayout()
+        self.open_button = QPushButton("Open molecules…")
+        self.open_button.clicked.connect(self.choose_file)
+        self.reference_button = QPushButton("Reference…")
+        self.reference_button.setToolTip("the reference set for histograms and nearest "
+                                         "neighbours (default: GNEprop known antibiotics)")
+        self.reference_button.clicked.connect(self.choose_reference)
+        self.smarts_edit = QLineEdit()
+        self.smarts_edit.setPlaceholderText("SMARTS substructure, e.g. c1ccccc1 or [NX3][CX3]=O")
+        self.smarts_edit.returnPressed.connect(lambda: self.search(self.smarts_edit.text()))
+        self.hits_label = QLabel("")
+        self.property_box = QComboBox()
+        self.property_box.addItems(list(DESCRIPTOR_NAMES))
+        self.property_box.setToolTip("the property shown under each depiction")
+        self.property_box.currentTextChanged.connect(self.show_property)
+        self.run_button = QPushButton("Run kCGM")
+        self.run_button.setToolTip("kcgm.calibrate toward the reference; its samples open here")
+        self.run_button.clicked.connect(lambda: self.run_kcgm())
+        self.export_grid_button = QPushButton("Export grid…")
+        self.export_grid_button.clicked.connect(self.choose_grid_path)
+        self.export_set_button = QPushButton("Export set…")
+        self.export_set_button.clicked.connect(self.choose_set_path)
+        for widget in (self.open_button, self.reference_button, self.smarts_edit,
+                       self.hits_label, self.property_box, self.run_button,
+                       self.export_grid_button, self.export_set_button):
+            bar.addWidget(widget)
+
+        self.grid_model = MoleculeGridModel(self.model, self.cache)
+        self.grid = QListView()
+        self.grid.setViewMode(QListView.ViewMode.IconMode)
+        self.grid.setResizeMode(QListView.ResizeMode.Adjust)
+        self.grid.setMovement(QListView.Movement.Static)
+        self.grid.setUniformItemSizes(True)
+        self.grid.setLayoutMode(QListView.LayoutMode.Batched)
+        self.grid.setBatchSize(500)
+        self.grid.setIconSize(CELL)
+        self.grid.setGridSize(GRID)
+        self.grid.setWordWrap(True)
+        self.grid.setModel(self.grid_model)
+        self.grid.selectionModel().currentChanged.connect(
+            lambda current, _: self.select_row(current.row()))
+
+        self.table_model = MoleculeTableModel(self.model)
+        self.table = QTableView()
+        self.table.setModel(self.table_model)
+        self.table.setSortingEnabled(True)
+        self.table.horizontalHeader().setSortIndicatorShown(True)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
+        self.table.selectionModel().currentChanged.connect(
+            lambda current, _: self.select_row(current.row()))
+
+        self.histogram_box = QComboBox()
+        self.histogram_box.addItems(list(DESCRIPTOR_NAMES))
+        self.histogram_box.currentTextChanged.connect(lambda _: self.draw_histogram())
+        self.histogram = PlotSpecView()
+        histograms = QWidget()
+        histogram_layout = QVBoxLayout(histograms)
+        histogram_layout.addWidget(self.histogram_box)
+        histogram_layout.addWidget(self.histogram, 1)
+
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.table, "Table")
+        self.tabs.addTab(histograms, "Histograms")
+        self.tabs.addTab(self._build_editor(), "Edit")
+        self.tabs.currentChanged.connect(lambda _: self.draw_histogram())
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.grid)
+        splitter.addWidget(self.tabs)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        self.status = QLabel("Open molecules (SMILES, CSV/TSV with a SMILES column, SDF, XYZ; "
+                             "FASTA and PDB list their records) or drop a file here.")
+        self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.status)
+
+    def _build_editor(self) -> QWidget:
+        editor = QWidget()
+        layout = QVBoxLayout(editor)
+        self.editing_label = QLabel("Choose a molecule in the grid or the table.")
+        self.smiles_edit = QLineEdit()
+        self.smiles_edit.textChanged.connect(self._show_validity)
+        self.smiles_edit.returnPressed.connect(lambda: self.apply_edit())
+        self.validity_label = QLabel("")
+        row = QHBoxLayout()
+        self.apply_button = QPushButton("Apply")
+        self.apply_button.clicked.connect(lambda: self.apply_edit())
+        self.standardise_button = QPushButton("Standardise")
+        self.standardise_button.setToolTip("largest fragment, no stereo, neutral charges")
+        self.standardise_button.clicked.connect(lambda: self.standardise())
+        self.flag_box = QComboBox()
+        self.flag_box.addItems([flag or "unmarked" for flag in FLAGS])
+        self.flag_box.activated.connect(lambda i: self.set_flag(FLAGS[i]))
+        for widget in (self.apply_button, self.standardise_button, self.flag_box):
+            row.addWidget(widget)
+        self.preview = QLabel()
+        self.preview.setMinimumSize(300, 240)
+        self.preview.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.nearest_label = QLabel("")
+        self.nearest_label.setWordWrap(True)
+        for widget in (self.editing_label, self.smiles_edit, self.validity_label):
+            layout.addWidget(widget)
+        layout.addLayout(row)
+        layout.addWidget(self.preview, 1)
+        layout.addWidget(self.nearest_label)
+        return editor
+
+    # -- files ---------------------------------------------------------------------------
+
+    def open_file(self, path: str | os.PathLike) -> bool:
+        try:
+            self.model.load(path)
+        except Exception as exc:  # FormatError and OSError name the file
+            self.host.show_error("Cannot open the molecules", str(exc))
+            return False
+        restore = getattr(self.host, "restore_edits", None)
+        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
+        problems = self.model.problems
+        skipped = (f"; {len(problems)} bad record(s) skipped (first: {problems[0][0]}: "
+                   f"{problems[0][1]})") if problems else ""
+        self.status.setText(f"{Path(path).name}: {len(self.model.entries)} record(s){skipped}"
+                            + (f"; {restored} saved edit(s) restored" if restored else ""))
+        return True
+
+    def choose_file(self) -> None:
+        self._open_dialog("Open molecules", self.open_file)
+
+    def choose_reference(self) -> None:
+        self._open_dialog("Choose the reference set", self.load_reference)
+
+    def _open_dialog(self, title: str, then) -> None:
+        dialog = QFileDialog(self, title)
+        dialog.setNameFilters(["Molecules (*.smi *.csv *.tsv *.sdf *.mol *.xyz *.fasta *.fa "
+                               "*.pdb *.cif)", "All files (*)"])
+        dialog.fileSelected.connect(then)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def load_reference(self, path: str | os.PathLike | None = None) -> bool:
+        try:
+            count = self.model.load_reference(path)
+        except Exception as exc:
+            self.host.show_error("Cannot open the reference set", str(exc))
+            return False
+        self.reference_path = str(path) if path else ""
+        self.status.setText(f"reference: {count} molecules after cleaning")
+        self.draw_histogram()
+        self._show_nearest()
+        return True
+
+    def _ensure_reference(self) -> None:
+        if not self.model.reference:
+            try:
+                self.model.load_reference()
+            except Exception:  # no shared data: histograms show the set alone
+                return
+
+    # -- views ---------------------------------------------------------------------------
+
+    def _on_loaded(self) -> None:
+        self._current = -1
+        self.hits_label.setText("")
+        self._refresh_views()
+        self.draw_histogram()
+        if self.model.entries:
+            self.select_row(0)
+
+    def _on_order(self) -> None:
+        self._refresh_views()
+        if self._current >= 0:
+            row = self.model.order.index(self._current)
+            self.grid.setCurrentIndex(self.grid_model.index(row))
+
+    def _refresh_views(self) -> None:
+        self.grid_model.refresh()
+        self.table_model.refresh()
+
+    def _on_changed(self, index: int) -> None:
+        row = self.model.order.index(index)
+        self.grid_model.dataChanged.emit(self.grid_model.index(row), self.grid_model.index(row))
+        self.table_model.dataChanged.emit(
+            self.table_model.index(row, 0),
+            self.table_model.index(row, self.table_model.columnCount() - 1))
+        if index == self._current:
+            self._show_entry()
+        self.draw_histogram()
+
+    def show_property(self, name: str) -> None:
+        self.grid_model.shown_property = name
+        self.grid_model.refresh()
+
+    def select_row(self, row: int) -> None:
+        """Show the entry at display position ``row`` in the editor."""
+        if not 0 <= row < len(self.model.order):
+            return
+        self._current = self.model.order[row]
+        self._show_entry()
+
+    def _show_entry(self) -> None:
+        entry = self.model.entries[self._current]
+        self.editing_label.setText(f"#{self._current + 1} {entry.name} ({entry.location})")
+        self.smiles_edit.blockSignals(True)
+        self.smiles_edit.setText(entry.smiles or entry.detail)
+        self.smiles_edit.blockSignals(False)
+        self._show_validity(entry.smiles)
+        self.flag_box.setCurrentIndex(FLAGS.index(entry.flag))
+        pixmap = self.cache.get(entry.smiles, 300, 240) if entry.kind == "molecule" else None
+        self.preview.setPixmap(pixmap if pixmap is not None else QPixmap())
+        self._show_nearest()
+
+    def _show_validity(self, text: str) -> None:
+        valid = canonical_smiles(text.strip()) is not None
+        self.validity_label.setText("valid SMILES" if valid else "not a valid SMILES")
+        self.apply_button.setEnabled(valid)
+
+    def _show_nearest(self) -> None:
+        if self._current < 0:
+            return
+        self._ensure_reference()
+        nearest = self.model.nearest_reference(self._current)
+        self.nearest_label.setText(
+            f"nearest reference: {nearest[0]} (Tanimoto {nearest[2]:.2f})\n{nearest[1]}"
+            if nearest else "")
+
+    def draw_histogram(self) -> None:
+        """Only while the Histograms tab is shown (it computes a descriptor per molecule)."""
+        if self.tabs.currentIndex() != TAB_HISTOGRAMS:
+            return
+        self._ensure_reference()
+        self.histogram.set_spec(self.model.histogram_spec(self.histogram_box.currentText()))
+
+    # -- search and edits ----------------------------------------------------------------
+
+    def search(self, smarts: str) -> int:
+        try:
+            hits = self.model.search(smarts)
+        except ValueError as exc:
+            self.hits_label.setText("bad SMARTS")
+            self.host.show_error("Cannot search", str(exc))
+            return 0
+        self.hits_label.setText(f"{len(hits)} hit(s)" if smarts.strip() else "")
+        if hits:
+            first = min(self.model.order.index(i) for i in hits)
+            self.grid.setCurrentIndex(self.grid_model.index(first))
+            self.grid.scrollTo(self.grid_model.index(first))
+        return len(hits)
+
+    def apply_edit(self, smiles: str | None = None) -> bool:
+        if self._current < 0:
+            return False
+        try:
+            command = self.model.edit(self._current, smiles if smiles is not None
+                                      else self.smiles_edit.text())
+        except ValueError as exc:
+            self.validity_label.setText(str(exc))
+            return False
+        if command.smiles != command.previous:
+            self.host.push_edit(self.model.document, command, self.model)
+        return True
+
+    def standardise(self) -> bool:
+        command = self.model.standardisation(self._current) if self._current >= 0 else None
+        if command is None:
+            self.status.setText("already standard (or not a valid molecule)")
+            return False
+        self.host.push_edit(self.model.document, command, self.model)
+        return True
+
+    def set_flag(self, flag: str) -> None:
+        if self._current >= 0 and self.model.entries[self._current].flag != flag:
+            self.host.push_edit(self.model.document, self.model.flagging(self._current, flag),
+                                self.model)
+
+    # -- engine --------------------------------------------------------------------------
+
+    def run_kcgm(self, params: dict | None = None) -> None:
+        inputs = {"reference": self.reference_path} if self.reference_path else {}
+        self.host.submit_job(RUN_METHOD, params or {}, inputs,
+                             on_accepted=lambda job: self._accepted(job),
+                             on_error=lambda message: self.status.setText(
+                                 f"Not started: {message}"))
+
+    def _accepted(self, job: str) -> None:
+        self.jobs.add(job)
+        self.status.setText(f"{RUN_METHOD} started ({job})")
+
+    def _on_host_event(self, envelope: dict) -> None:
+        job = envelope.get("job")
+        if job not in self.jobs:
+            return
+        content = envelope.get("content", {})
+        if envelope.get("type") == "job_progress":
+            metrics = ", ".join(f"{k} {v:.3g}" for k, v in content.get("metrics", {}).items()
+                                if isinstance(v, (int, float)))
+            self.status.setText(f"{job}: step {content.get('step')} / {content.get('total')}"
+                                f"  {metrics}")
+        elif envelope.get("type") == "job_state" and content.get("state") in (
+                "failed", "cancelled"):
+            self.status.setText(f"{job} {content['state']}: {content.get('reason', '')}")
+        elif envelope.get("type") == "job_result":
+            made = content.get("outputs", {}).get("generated_csv")
+            if made:
+                self.open_file(Path(self.host.run_dir(job)) / made)
+
+    # -- export --------------------------------------------------------------------------
+
+    def export_grid(self, path: str | os.PathLike) -> Path | None:
+        """The grid in display order (the first 60 valid molecules), hits highlighted."""
+        shown = [self.model.entries[i] for i in self.model.order]
+        legends = [f"{e.name} {self.grid_model.shown_property} "
+                   f"{_format(self.model.value(i, self.grid_model.shown_property))}".strip()
+                   for i, e in zip(self.model.order, shown, strict=True)]
+        highlights = [self.model.hits[i].atoms if i in self.model.hits else ()
+                      for i in self.model.order]
+        try:
+            return export_grid(path, [e.smiles for e in shown], legends, highlights)
+        except (ValueError, OSError) as exc:
+            self.host.show_error("Export failed", str(exc))
+            return None
+
+    def export_set(self, path: str | os.PathLike) -> Path | None:
+        target = Path(path)
+        try:
+            if target.suffix.lower() == ".csv":
+                return self.model.export_csv(target)
+            return self.model.export_smiles(target)
+        except OSError as exc:
+            self.host.show_error("Export failed", str(exc))
+            return None
+
+    def choose_grid_path(self) -> None:
+        self._save_dialog("Export grid", "Images (*.png *.svg)", ".png", self.export_grid)
+
+    def choose_set_path(self) -> None:
+        self._save_dialog("Export molecules", "SMILES (*.smi);;CSV (*.csv)", ".smi",
+                          self.export_set)
+
+    def _save_dialog(self, title: str, name_filter: str, suffix: str, then) -> None:
+        dialog = QFileDialog(self, title)
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilter(name_filter)
+        dialog.setDefaultSuffix(suffix.lstrip("."))
+        dialog.fileSelected.connect(then)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    # -- drag and drop -------------------------------------------------------------------
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_file(url.toLocalFile())
+                break
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        self.grid_model.stop()
+        self._unsubscribe()
+        super().closeEvent(event)

@@ -1,0 +1,176 @@
+"""The molecule panel against an in-process host: load SMILES (bad lines reported), sort,
+SMARTS search, edit and undo through the window's real undo history, export the grid."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+
+from engine.methods import kcgm
+from panels.molecules import MANIFEST
+from panels.molecules.model import EditSmiles, MoleculeSetModel, SetFlag, decode
+from panels.molecules.view import TAB_HISTOGRAMS, MoleculesPanel
+from tests.panels.conftest import FakeHost
+
+SMILES = ["CCO ethanol", "c1ccccc1O phenol", "C1CC broken", "CC(=O)Oc1ccccc1C(=O)O aspirin",
+          "CCCCCCCCCC decane", "[Na+].[O-]C(=O)c1ccccc1 benzoate"]
+REFERENCE = ["c1ccccc1C(=O)O benzoic", "CC(=O)Nc1ccc(O)cc1 paracetamol", "CCCCCC hexane"]
+
+
+class UndoHost(FakeHost):
+    """A FakeHost whose edits go through the shell's own undo adapter (studio.undo)."""
+
+    def __init__(self, run_root: Path) -> None:
+        from studio.undo import EditHistory
+
+        super().__init__(run_root, methods=[spec.describe() for spec in kcgm.SPECS])
+        self._params.update({spec.id: spec.params for spec in kcgm.SPECS})
+        self.history = EditHistory()
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+
+@pytest.fixture
+def files(tmp_path) -> tuple[Path, Path]:
+    molecules, reference = tmp_path / "set.smi", tmp_path / "ref.smi"
+    molecules.write_text("\n".join(SMILES) + "\n")
+    reference.write_text("\n".join(REFERENCE) + "\n")
+    return molecules, reference
+
+
+@pytest.fixture
+def panel(tmp_path, qapp, make_widget, files):
+    host = UndoHost(tmp_path / "runs")
+    widget = make_widget(MoleculesPanel, host)
+    widget.resize(1200, 700)
+    widget.show()
+    widget.load_reference(files[1])
+    return widget
+
+
+def rows(panel) -> list[str]:
+    table = panel.table_model
+    return [table.data(table.index(r, 1)) for r in range(table.rowCount())]
+
+
+def test_manifest_names_the_view_factory():
+    import importlib
+
+    module, name = MANIFEST.factory.split(":")
+    assert getattr(importlib.import_module(module), name) is MoleculesPanel
+    assert MANIFEST.id == "molecules" and "smiles" in MANIFEST.formats
+
+
+def test_loads_smiles_and_reports_the_bad_line(panel, files, qtbot):
+    assert panel.open_file(files[0])
+    assert panel.grid_model.rowCount() == 5 and panel.table_model.rowCount() == 5
+    assert "1 bad record(s) skipped (first: line 3" in panel.status.text()
+    label = panel.grid_model.data(panel.grid_model.index(0))
+    assert label.startswith("ethanol\nMolWt 46")
+    grid = panel.grid_model
+    grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole)  # drawn on a worker thread
+    qtbot.waitUntil(lambda: not grid.pending and panel.cache.rendered >= 1, timeout=10_000)
+    pixmap = grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole)
+    assert pixmap is not grid.blank and not pixmap.isNull()
+
+
+def test_a_bad_file_is_reported_not_raised(panel, tmp_path):
+    bad = tmp_path / "bad.sdf"
+    bad.write_bytes(b"\x00\x01binary")
+    assert not panel.open_file(bad)
+    assert panel.host.errors and str(bad) in panel.host.errors[0][1]
+
+
+def test_header_click_sorts_grid_and_table_together(panel, files):
+    panel.open_file(files[0])
+    column = panel.table_model.columns.index("MolWt")
+    panel.table.sortByColumn(column, Qt.SortOrder.DescendingOrder)
+    assert rows(panel) == ["aspirin", "benzoate", "decane", "phenol", "ethanol"]
+    assert panel.grid_model.data(panel.grid_model.index(0)).startswith("aspirin")
+    panel.table.sortByColumn(column, Qt.SortOrder.AscendingOrder)
+    assert rows(panel)[0] == "ethanol"
+
+
+def test_smarts_search_counts_hits_and_highlights(panel, files):
+    panel.open_file(files[0])
+    assert panel.search("c1ccccc1") == 3 and panel.hits_label.text() == "3 hit(s)"
+    assert set(panel.model.hits) == {1, 2, 4}  # entry indices: phenol, aspirin, benzoate
+    assert len(panel.model.hits[1].atoms) == 6
+    assert panel.search("[C;X4") == 0 and panel.host.errors[-1][0] == "Cannot search"
+    assert panel.search("") == 0 and not panel.model.hits
+
+
+def test_edit_and_standardise_are_undoable(panel, files):
+    panel.open_file(files[0])
+    history = panel.host.history
+    panel.select_row(0)
+    panel.smiles_edit.setText("CCN")
+    assert panel.validity_label.text() == "valid SMILES"
+    assert panel.apply_edit()
+    assert panel.model.entries[0].smiles == "CCN"
+    assert panel.grid_model.data(panel.grid_model.index(0)).startswith("ethanol\nMolWt 45")
+    panel.smiles_edit.setText("C1CC")
+    assert panel.validity_label.text() == "not a valid SMILES" and not panel.apply_edit()
+    panel.select_row(4)
+    assert panel.standardise() and panel.model.entries[4].smiles == "O=C(O)c1ccccc1"
+    panel.set_flag("accepted")
+    assert history.stack.count() == 3
+    history.stack.undo()
+    history.stack.undo()
+    assert panel.model.entries[4].smiles == "O=C([O-])c1ccccc1.[Na+]" and not \
+        panel.model.entries[4].flag
+    history.stack.undo()
+    assert panel.model.entries[0].smiles == "CCO"
+    history.stack.redo()
+    assert panel.model.entries[0].smiles == "CCN" and panel.smiles_edit.text() != ""
+
+
+def test_edits_survive_as_json():
+    model = MoleculeSetModel()
+    model.load_smiles(["CCO", "c1ccccc1"])
+    for command in (model.edit(0, "OC(C)C"), model.flagging(1, "flagged")):
+        again = decode(json.loads(json.dumps(command.to_json())))
+        assert again == command and isinstance(again, (EditSmiles, SetFlag))
+        again.apply(model)
+    assert model.entries[0].smiles == "CC(C)O" and model.entries[1].flag == "flagged"
+    with pytest.raises(ValueError):
+        model.edit(0, "C1CC")
+
+
+def test_nearest_reference_and_histogram(panel, files):
+    panel.open_file(files[0])
+    panel.select_row(4)  # benzoate: the reference's benzoic acid after cleaning
+    assert panel.nearest_label.text().startswith("nearest reference: benzoic (Tanimoto 1.00)")
+    assert panel.histogram.series_names() == []  # drawn when its tab is shown
+    panel.tabs.setCurrentIndex(TAB_HISTOGRAMS)
+    panel.histogram_box.setCurrentText("HeavyAtoms")
+    assert panel.histogram.series_names() == ["set.smi", "reference"]
+
+
+def test_exports_grid_png_svg_and_the_set(panel, files, tmp_path):
+    panel.open_file(files[0])
+    panel.search("c1ccccc1")
+    assert panel.export_grid(tmp_path / "grid.png").read_bytes()[:4] == b"\x89PNG"
+    svg = panel.export_grid(tmp_path / "grid.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and svg.count("class='bond-0 ") >= 5
+    assert panel.export_set(tmp_path / "out.smi").read_text().splitlines()[0] == "CCO ethanol"
+    header = panel.export_set(tmp_path / "out.csv").read_text().splitlines()[0]
+    assert header.startswith("smiles,name,flag,MolWt")
+
+
+def test_run_kcgm_opens_the_generated_molecules(panel, files):
+    panel.run_kcgm({"steps": 5})
+    (submitted,) = panel.host.submitted
+    assert submitted["method"] == "kcgm.calibrate" and submitted["inputs"] == {
+        "reference": str(files[1])}
+    job = next(iter(panel.jobs))
+    made = Path(panel.host.run_dir(job)) / "artifacts" / "generated.csv"
+    made.write_text("model,smiles,valid\nkcgm,CCO,True\nkcgm,C1CC,False\n")
+    panel.host.emit(job, "job_progress", step=3, total=5, metrics={"mmd2": 0.2})
+    assert "step 3 / 5" in panel.status.text()
+    panel.host.emit(job, "job_result", outputs={"generated_csv": "artifacts/generated.csv"})
+    assert [e.smiles for e in panel.model.entries] == ["CCO"]
