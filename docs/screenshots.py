@@ -265,6 +265,8 @@ async def screenshot_molecules(window, out: Path) -> None:
     molecules.table.sortByColumn(molecules.table_model.columns.index("MolWt"),
                                  Qt.SortOrder.AscendingOrder)
     molecules.tabs.setCurrentIndex(TAB_TABLE)
+    molecules.grid.scrollToTop()  # the search scrolled to its first hit
+    molecules.table.scrollToTop()
     await wait_until("the depictions to be drawn", lambda: not molecules.grid_model.pending,
                      JOB_TIMEOUT_S)
     window.runs_dock_widget.hide()

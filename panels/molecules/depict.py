@@ -68,8 +68,7 @@ def render_png(smiles: str, width: int, height: int,
     mol = parse_smiles(smiles)
     if mol is None:
         return None
-    drawer = rdMolDraw2D.MolDraw2DCairo(width, height)
-    drawer.drawOptions().clearBackground = False
+    drawer = rdMolDraw2D.MolDraw2DCairo(width, height)  # on white: black bonds stay legible
     drawer.DrawMolecule(mol, highlightAtoms=list(highlight))
     drawer.FinishDrawing()
     return drawer.GetDrawingText()
