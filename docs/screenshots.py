@@ -21,7 +21,8 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``fmri-brainworld.png`` the fMRI viewer on nitime's run with a BrainWorld generation (a
                         short ``brainworld.train`` then ``.generate``) in a second row;
 - ``molecules-grid.png`` the molecule panel on the GNEprop antibiotics, beta-lactams found by
-                        SMARTS, sorted by molecular weight.
+                        SMARTS, sorted by molecular weight;
+- ``crowd-previewer.png`` the crowd previewer after ``c2r.simulate`` on the demo scene.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -244,7 +245,25 @@ async def drive(window, out: Path) -> None:
 
     step("the molecule panel on the GNEprop antibiotics")
     await screenshot_molecules(window, out)
+
+    step("c2r.simulate on the demo scene in the crowd previewer")
+    await screenshot_crowd(window, out)
     step("done")
+
+
+async def screenshot_crowd(window, out: Path) -> None:
+    """The crowd previewer after c2r.simulate on the demo scene: coarse clip and track map."""
+    panel = window.open_panel("crowd")
+    if panel is None:
+        raise StepFailed(f"the crowd panel did not open: {window.errors}")
+    panel.run_method("c2r.simulate", {"max_frames": 30})
+    await wait_until("c2r.simulate's coarse clip", lambda: "coarse" in panel.model.clips,
+                     JOB_TIMEOUT_S)
+    panel.model.set_frame(20)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "crowd-previewer.png")
+    window.runs_dock_widget.show()
 
 
 async def screenshot_molecules(window, out: Path) -> None:
