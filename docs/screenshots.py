@@ -22,7 +22,8 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
                         short ``brainworld.train`` then ``.generate``) in a second row;
 - ``molecules-grid.png`` the molecule panel on the GNEprop antibiotics, beta-lactams found by
                         SMARTS, sorted by molecular weight;
-- ``crowd-previewer.png`` the crowd previewer after ``c2r.simulate`` on the demo scene.
+- ``crowd-previewer.png`` the crowd previewer after ``c2r.simulate`` on the demo scene;
+- ``sae-features.png``  the SAE browser after a small ``sae_pc1.train`` on MiniLM layer 3.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -248,7 +249,36 @@ async def drive(window, out: Path) -> None:
 
     step("c2r.simulate on the demo scene in the crowd previewer")
     await screenshot_crowd(window, out)
+
+    step("sae_pc1.train on MiniLM layer 3 in the SAE browser")
+    await screenshot_sae(window, out)
     step("done")
+
+
+SAE_PARAMS = {"max_tokens": 3000, "max_length": 64, "layers": [3], "d_sae": 256, "k": 8,
+              "seeds": 2, "bypass": "both", "steps": 150, "batch_size": 256, "aux_k": 32,
+              "importance_sequences": 2, "importance_length": 16}
+SAE_TIMEOUT_S = 300  # MiniLM loads and runs over 3000 tokens before the SAEs train
+
+
+async def screenshot_sae(window, out: Path) -> None:
+    """The SAE browser after a small sae_pc1.train on MiniLM layer 3 (news): features sorted by
+    importance and the most important one's page."""
+    panel = window.open_panel("sae")
+    if panel is None:
+        raise StepFailed(f"the sae panel did not open: {window.errors}")
+    await wait_until("the SAE panel to list sae_pc1.train", panel.run_button.isEnabled,
+                     ENGINE_TIMEOUT_S)
+    panel.form.set_values(SAE_PARAMS)
+    panel.run()
+    await wait_until("sae_pc1.train to finish and open", lambda: panel.table.rowCount() > 0,
+                     SAE_TIMEOUT_S)
+    panel.sort_by("importance")
+    panel.table.selectRow(0)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "sae-features.png")
+    window.runs_dock_widget.show()
 
 
 async def screenshot_crowd(window, out: Path) -> None:

@@ -1,0 +1,452 @@
+"""The SAE feature browser: train SAEs across seeds (with or without the PC1 bypass), then
+browse their features by importance, density and cross-seed reproducibility.
+
+Left, tabs: the sortable feature table, the feature-density histogram, the run's summary
+figures, and the ``sae_pc1.train`` form. Right, the feature page: label and note (undoable,
+autosaved through the host), the top activating contexts as a token heat map, the activation
+histogram, decoder neighbours and the best match in every other seed. The search box answers
+"which features fire here" for a word. Exports: a feature dashboard as HTML or PNG.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from panels.sae.model import FeaturePage, SAEBrowserModel, decode
+from panels.widgets.plot_view import PlotSpecView
+from panels.widgets.schema import errors_from_message
+from panels.widgets.schema_form import SchemaForm
+from panels.widgets.token_text import TokenHeatView
+
+TRAIN_METHOD = "sae_pc1.train"
+COLUMNS = ["feature", "label", "density", "importance", "reproducibility", "hungarian",
+           "top tokens"]
+NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
+           "reproducibility": "reproducibility", "hungarian": "hungarian"}
+COL_LABEL = COLUMNS.index("label")
+SUMMARY_FIGURES = ("anisotropy", "recovery", "importance_vs_reproducibility")
+
+
+class _NumberItem(QTableWidgetItem):
+    """A cell that sorts by its number (NaN last) rather than by its text."""
+
+    def __init__(self, value: float, text: str) -> None:
+        super().__init__(text)
+        self.value = value
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        mine = self.value if np.isfinite(self.value) else -np.inf
+        theirs = getattr(other, "value", -np.inf)
+        return mine < (theirs if np.isfinite(theirs) else -np.inf)
+
+
+class SAEPanel(QWidget):
+    def __init__(self, host: Any, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.model = SAEBrowserModel()
+        self.jobs: dict[str, str] = {}
+        self.form: SchemaForm | None = None
+        self.page: FeaturePage | None = None
+        self._filling = False
+        self._build()
+        self.model.events.connect("loaded", self._show_table)
+        self.model.events.connect("note_changed", self._on_note_changed)
+        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.refresh_methods()
+        self.setAcceptDrops(True)
+
+    # -- layout --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        bar = QHBoxLayout()
+        self.open_button = QPushButton("Open run or SAE…")
+        self.open_button.clicked.connect(self.choose_folder)
+        self.sae_box = QComboBox()
+        self.sae_box.setToolTip("the SAE shown: layer, raw or PC1 bypass, seed")
+        self.sae_box.currentTextChanged.connect(self._on_sae_chosen)
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("Which features fire on… (a word)")
+        self.search_edit.returnPressed.connect(lambda: self.search(self.search_edit.text()))
+        self.export_button = QPushButton("Export dashboard…")
+        self.export_button.clicked.connect(self.choose_export_path)
+        for widget in (self.open_button, self.sae_box, self.search_edit, self.export_button):
+            bar.addWidget(widget)
+
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSortingEnabled(True)
+        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.currentCellChanged.connect(lambda row, *_: self._on_row(row))
+        self.density_plot = PlotSpecView()
+        self.summary_box = QComboBox()
+        self.summary_box.currentTextChanged.connect(self._show_summary)
+        self.summary_plot = PlotSpecView()
+        summary = QWidget()
+        summary_layout = QVBoxLayout(summary)
+        summary_layout.addWidget(self.summary_box)
+        summary_layout.addWidget(self.summary_plot, 1)
+        self.search_list = QListWidget()
+        self.search_list.itemActivated.connect(self._open_listed)
+        self.search_list.itemClicked.connect(self._open_listed)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.table, "Features")
+        self.tabs.addTab(self.density_plot, "Density")
+        self.tabs.addTab(summary, "Summary")
+        self.tabs.addTab(self.search_list, "Search")
+        self.tabs.addTab(self._build_train_tab(), "Train")
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.tabs)
+        splitter.addWidget(self._build_feature_page())
+        splitter.setStretchFactor(0, 2)
+        splitter.setStretchFactor(1, 3)
+        self.status = QLabel("Open a sae_pc1.train run (or an SAELens folder), or train SAEs "
+                             "from the Train tab.")
+        self.status.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addLayout(bar)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.status)
+
+    def _build_feature_page(self) -> QWidget:
+        self.feature_page = QWidget()
+        layout = QVBoxLayout(self.feature_page)
+        self.title_label = QLabel("No feature chosen")
+        self.title_label.setStyleSheet("font-weight: bold; font-size: 14pt")
+        self.stats_label = QLabel("")
+        self.stats_label.setWordWrap(True)
+        self.label_edit = QLineEdit()
+        self.label_edit.setPlaceholderText("a short name for this feature")
+        self.label_edit.editingFinished.connect(lambda: self._commit_note("label"))
+        self.note_edit = QLineEdit()
+        self.note_edit.setPlaceholderText("notes")
+        self.note_edit.editingFinished.connect(lambda: self._commit_note("note"))
+        form = QFormLayout()
+        form.addRow("Label", self.label_edit)
+        form.addRow("Note", self.note_edit)
+        self.contexts_view = TokenHeatView()
+        self.histogram = PlotSpecView()
+        self.neighbour_list = QListWidget()
+        self.neighbour_list.itemActivated.connect(self._open_listed)
+        self.neighbour_list.itemDoubleClicked.connect(self._open_listed)
+        self.match_list = QListWidget()
+        lists = QHBoxLayout()
+        for title, widget in (("Decoder neighbours", self.neighbour_list),
+                              ("Best match in other seeds", self.match_list)):
+            column = QVBoxLayout()
+            column.addWidget(QLabel(title))
+            column.addWidget(widget)
+            lists.addLayout(column)
+        layout.addWidget(self.title_label)
+        layout.addWidget(self.stats_label)
+        layout.addLayout(form)
+        layout.addWidget(self.contexts_view, 3)
+        layout.addWidget(self.histogram, 2)
+        layout.addLayout(lists, 2)
+        return self.feature_page
+
+    def _build_train_tab(self) -> QWidget:
+        tab = QWidget()
+        layout = QVBoxLayout(tab)
+        self.form_area = QScrollArea()
+        self.form_area.setWidgetResizable(True)
+        self.run_button = QPushButton("Train SAEs")
+        self.run_button.clicked.connect(self.run)
+        self.run_status = QLabel("")
+        self.run_status.setWordWrap(True)
+        layout.addWidget(self.form_area, 1)
+        layout.addWidget(self.run_button)
+        layout.addWidget(self.run_status)
+        return tab
+
+    # -- opening -------------------------------------------------------------------------------
+    def open_path(self, path: str | os.PathLike) -> bool:
+        try:
+            self.model.open(path)
+        except Exception as exc:  # FormatError, ValueError and OSError name the folder
+            self.host.show_error("Cannot open the SAE", str(exc))
+            return False
+        restore = getattr(self.host, "restore_edits", None)
+        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
+        self.sae_box.blockSignals(True)
+        self.sae_box.clear()
+        self.sae_box.addItems(self.model.sae_names)
+        self.sae_box.setCurrentText(self.model.current_sae)
+        self.sae_box.blockSignals(False)
+        self._fill_summary()
+        self.status.setText(f"{Path(path).name}: {len(self.model.sae_names)} SAE(s); "
+                            f"{len(self.model.table)} features in {self.model.current_sae}"
+                            + (f"; {restored} saved edit(s) restored" if restored else ""))
+        if self.table.rowCount():
+            self.table.selectRow(0)
+        return True
+
+    def choose_folder(self) -> None:
+        dialog = QFileDialog(self, "Open a sae_pc1 run folder or an SAELens SAE folder")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.fileSelected.connect(self.open_path)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def _on_sae_chosen(self, name: str) -> None:
+        if name and name != self.model.current_sae:
+            self.model.select_sae(name)
+            if self.table.rowCount():
+                self.table.selectRow(0)
+
+    def _show_table(self) -> None:
+        table = self.model.table
+        self._filling = True
+        self.table.setSortingEnabled(False)
+        try:
+            self.table.setRowCount(len(table))
+            for row in range(len(table)):
+                cells: list[QTableWidgetItem] = []
+                for column in COLUMNS:
+                    if column in NUMERIC:
+                        value = float(getattr(table, NUMERIC[column])[row])
+                        text = str(int(value)) if column == "feature" else _fmt(value)
+                        cells.append(_NumberItem(value, text))
+                    elif column == "label":
+                        cells.append(QTableWidgetItem(self.model.label_of(row)))
+                    else:
+                        cells.append(QTableWidgetItem(table.top_tokens[row]))
+                for column, item in enumerate(cells):
+                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+                    self.table.setItem(row, column, item)
+        finally:
+            self.table.setSortingEnabled(True)
+            self._filling = False
+        self.density_plot.set_spec(self.model.density_histogram())
+
+    def sort_by(self, column: str, descending: bool = True) -> None:
+        order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
+        self.table.sortItems(COLUMNS.index(column), order)
+
+    def feature_at_row(self, row: int) -> int:
+        item = self.table.item(row, 0)
+        return -1 if item is None else int(item.value)
+
+    def _on_row(self, row: int) -> None:
+        if not self._filling and row >= 0:
+            self.show_feature(self.feature_at_row(row))
+
+    # -- the feature page ----------------------------------------------------------------------
+    def show_feature(self, feature: int) -> None:
+        if feature < 0:
+            return
+        self.page = page = self.model.select(feature)
+        self.title_label.setText(f"{self.model.current_sae} · feature {feature}"
+                                 + (f" · {page.label}" if page.label else ""))
+        self.stats_label.setText(
+            f"density {_fmt(page.density)} · importance {_fmt(page.importance)} · "
+            f"reproducibility {_fmt(page.reproducibility)} (Hungarian {_fmt(page.hungarian)})"
+            f" · top tokens: {page.top_tokens or '—'}")
+        self.label_edit.setText(page.label)
+        self.note_edit.setText(page.note)
+        self.contexts_view.set_data(page.contexts or {"title": "no contexts stored",
+                                                      "tokens": [], "values": []})
+        self.histogram.set_spec(self.model.activation_histogram(feature))
+        self.neighbour_list.clear()
+        for other, cosine in page.neighbours:
+            self._add_feature_item(self.neighbour_list, other, f"cos {cosine:.3f}")
+        self.match_list.clear()
+        for name, other, cosine in page.matches:
+            self.match_list.addItem(f"{name}: feature {other}  (cos {cosine:.3f})")
+
+    def _add_feature_item(self, target: QListWidget, feature: int, detail: str) -> None:
+        label = self.model.label_of(feature)
+        item = QListWidgetItem(f"feature {feature}" + (f" [{label}]" if label else "")
+                               + f"  {detail}")
+        item.setData(Qt.ItemDataRole.UserRole, feature)
+        target.addItem(item)
+
+    def _open_listed(self, item: QListWidgetItem) -> None:
+        feature = item.data(Qt.ItemDataRole.UserRole)
+        if feature is not None:
+            self.show_feature(int(feature))
+
+    # -- labels and notes (undoable) -----------------------------------------------------------
+    def _commit_note(self, field_name: str) -> None:
+        if self.page is None:
+            return
+        editor = self.label_edit if field_name == "label" else self.note_edit
+        command = self.model.note_command(self.page.feature, field_name, editor.text())
+        if command.value != command.previous:
+            self.host.push_edit(self.model.document, command, self.model)
+
+    def set_label(self, feature: int, text: str, field_name: str = "label") -> None:
+        """Label (or annotate) a feature as the user would, through the undo stack."""
+        command = self.model.note_command(feature, field_name, text)
+        self.host.push_edit(self.model.document, command, self.model)
+
+    def _on_note_changed(self, sae: str, feature: int) -> None:
+        if sae != self.model.current_sae:
+            return
+        for row in range(self.table.rowCount()):
+            if self.feature_at_row(row) == feature:
+                self.table.item(row, COL_LABEL).setText(self.model.label_of(feature))
+                break
+        if self.page is not None and self.page.feature == feature:
+            self.show_feature(feature)
+
+    # -- search --------------------------------------------------------------------------------
+    def search(self, text: str) -> list[tuple[int, float, int]]:
+        hits = self.model.search(text)
+        self.search_list.clear()
+        for feature, total, count in hits:
+            self._add_feature_item(self.search_list, feature,
+                                   f"sum {total:.3g} over {count} token(s)")
+        self.tabs.setCurrentWidget(self.search_list)
+        self.status.setText(f"{len(hits)} feature(s) fire on {text!r}" if hits else
+                            f"no stored token matches {text!r}")
+        return hits
+
+    # -- summary figures -----------------------------------------------------------------------
+    def _fill_summary(self) -> None:
+        self.summary_box.clear()
+        if self.model.run_dir is None:
+            return
+        for name in SUMMARY_FIGURES:
+            if (self.model.run_dir / "artifacts" / f"{name}.json").is_file():
+                self.summary_box.addItem(name)
+
+    def _show_summary(self, name: str) -> None:
+        if not name or self.model.run_dir is None:
+            return
+        path = self.model.run_dir / "artifacts" / f"{name}.json"
+        self.summary_plot.set_spec(json.loads(path.read_text()), {"artifact": name})
+
+    # -- training ------------------------------------------------------------------------------
+    def refresh_methods(self) -> None:
+        schema = next((m.get("params_schema") for m in self.host.methods()
+                       if m["id"] == TRAIN_METHOD), None)
+        self.run_button.setEnabled(schema is not None)
+        if schema is None:
+            self.form_area.setWidget(QLabel("The engine does not list sae_pc1.train yet."))
+            self.form = None
+            return
+        self.form = SchemaForm(schema)
+        self.form_area.setWidget(self.form)
+
+    def run(self) -> None:
+        if self.form is None:
+            return
+        errors = self.form.validate()
+        if errors:
+            self.form.set_errors(errors)
+            return
+        params = {k: v for k, v in self.form.values().items() if v is not None}
+        self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
+        self.host.submit_job(TRAIN_METHOD, params, on_accepted=self._accepted,
+                             on_error=self._rejected)
+
+    def _accepted(self, job: str) -> None:
+        self.jobs[job] = TRAIN_METHOD
+        self.run_status.setText(f"{TRAIN_METHOD}: {job} queued")
+
+    def _rejected(self, message: str) -> None:
+        if self.form is not None:
+            self.form.set_errors(errors_from_message(message))
+        self.run_status.setText(f"Not started: {message}")
+
+    def _on_host_event(self, envelope: dict) -> None:
+        kind = envelope.get("type")
+        if kind == "methods":
+            self.refresh_methods()
+            return
+        job = envelope.get("job")
+        if job not in self.jobs:
+            return
+        content = envelope.get("content") or {}
+        if kind == "job_state":
+            reason = content.get("reason", "")
+            self.run_status.setText(f"{TRAIN_METHOD}: {job} {content.get('state', '')}"
+                                    + (f": {reason}" if reason else ""))
+        elif kind == "job_progress" and content.get("total"):
+            metrics = content.get("metrics") or {}
+            shown = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items()
+                              if k in ("mse", "explained_variance", "l0", "dead_fraction"))
+            self.run_status.setText(f"{TRAIN_METHOD}: {job} {content.get('step', 0)} / "
+                                    f"{content['total']}" + (f" · {shown}" if shown else ""))
+        elif kind == "job_result":
+            self.open_path(self.host.run_dir(job))
+
+    # -- export --------------------------------------------------------------------------------
+    def export_dashboard(self, path: str | os.PathLike) -> Path:
+        """The current feature's dashboard: .html (self-contained) or .png (the page)."""
+        target = Path(path)
+        if self.page is None:
+            raise ValueError("choose a feature first")
+        suffix = target.suffix.lower()
+        if suffix == ".html":
+            target.write_text(self.model.dashboard_html(self.page.feature), encoding="utf-8")
+        elif suffix == ".png":
+            if not self.feature_page.grab().save(str(target), "PNG"):
+                raise OSError(f"{target}: could not write the PNG")
+        else:
+            raise ValueError(f"{target}: choose .html or .png")
+        self.status.setText(f"Exported {target}")
+        return target
+
+    def choose_export_path(self) -> None:
+        dialog = QFileDialog(self, "Export feature dashboard")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setNameFilters(["HTML page (*.html)", "PNG image (*.png)"])
+        dialog.setDefaultSuffix("html")
+
+        def save(path: str) -> None:
+            try:
+                self.export_dashboard(path)
+            except (OSError, ValueError) as exc:
+                self.host.show_error("Export failed", str(exc))
+
+        dialog.fileSelected.connect(save)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    # -- drag and drop, lifetime ---------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        for url in event.mimeData().urls():
+            if url.isLocalFile():
+                self.open_path(url.toLocalFile())
+        event.acceptProposedAction()
+
+    def closeEvent(self, event) -> None:
+        self._unsubscribe()
+        super().closeEvent(event)
+
+
+def _fmt(value: float) -> str:
+    return "—" if not np.isfinite(value) else f"{value:.4g}"

@@ -1,0 +1,199 @@
+"""The SAE browser against an in-process host: open a real sae_pc1.train run, sort, open a
+feature page, search, label through the window's undo history, export, train from the form."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.context import JobContext
+from engine.methods import sae_pc1
+from panels.sae import MANIFEST
+from panels.sae.model import SAEBrowserModel, SetFeatureNote, decode
+from panels.sae.view import COL_LABEL, COLUMNS, SAEPanel
+from tests.panels.conftest import FakeHost
+
+WORDS = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "green"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A small real run: synthetic activations with word tokens, 2 seeds x raw/bypass."""
+    root = tmp_path_factory.mktemp("sae_run")
+    x, _, _ = sae_pc1.synthetic_activations(1200, seed=1)
+    np.save(root / "acts.npy", x)
+    (root / "tokens.json").write_text(json.dumps([WORDS[i % 8] for i in range(len(x))]))
+    params = sae_pc1.Params(source="files", d_sae=48, k=4, seeds=2, steps=40, batch_size=256,
+                            aux_k=8, top_n=5, contexts=3, context_window=2,
+                            importance_sequences=0)
+    folder = root / "run"
+    sae_pc1.run_train(JobContext("r", folder, emit=lambda e: None, seed=0), params,
+                      {"activations": str(root / "acts.npy"),
+                       "tokens": str(root / "tokens.json")})
+    return folder
+
+
+class UndoHost(FakeHost):
+    """A FakeHost whose edits go through the shell's own undo adapter (studio.undo)."""
+
+    def __init__(self, run_root: Path) -> None:
+        from studio.undo import EditHistory
+
+        super().__init__(run_root, methods=[spec.describe() for spec in sae_pc1.SPECS])
+        self._params.update({spec.id: spec.params for spec in sae_pc1.SPECS})
+        self.history = EditHistory()
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+
+@pytest.fixture
+def host(tmp_path, qapp):
+    return UndoHost(tmp_path / "runs")
+
+
+@pytest.fixture
+def panel(host, make_widget):
+    widget = make_widget(SAEPanel, host)
+    widget.resize(1300, 800)
+    widget.show()
+    return widget
+
+
+def test_manifest_names_the_view_factory():
+    import importlib
+
+    module, name = MANIFEST.factory.split(":")
+    assert getattr(importlib.import_module(module), name) is SAEPanel
+    assert MANIFEST.formats == ("sae",) and MANIFEST.methods == ("sae_pc1.",)
+
+
+def test_opens_a_run_and_sorts_by_each_measure(panel, run_dir):
+    assert panel.open_path(run_dir)
+    assert panel.sae_box.count() == 2 and panel.model.current_sae == "L0-bypass-s0"
+    assert panel.table.rowCount() == 48
+    for column in ("importance", "density", "reproducibility"):
+        panel.sort_by(column, descending=True)
+        shown = [panel.table.item(r, COLUMNS.index(column)).value for r in range(48)]
+        finite = [v for v in shown if np.isfinite(v)]
+        assert finite == sorted(finite, reverse=True)
+        ids = [panel.feature_at_row(r) for r in range(48)]
+        expected = panel.model.sorted_features(column)
+        assert getattr(panel.model.table, column)[ids[0]] == pytest.approx(
+            getattr(panel.model.table, column)[expected[0]])
+    panel.sae_box.setCurrentText("L0-raw-s0")
+    assert panel.model.current_sae == "L0-raw-s0"
+    assert panel.density_plot.series_names() == ["features"]
+
+
+def test_feature_page_shows_contexts_histogram_neighbours_and_matches(panel, run_dir):
+    panel.open_path(run_dir)
+    feature = int(panel.model.sorted_features("density")[0])
+    started = time.perf_counter()
+    panel.show_feature(feature)
+    assert time.perf_counter() - started < 1.0
+    page = panel.page
+    assert page.contexts["view"] == "token_heat" and page.contexts["tokens"]
+    assert page.activations.size == round(page.density * 1200)
+    assert panel.neighbour_list.count() == 10 and panel.match_list.count() == 1
+    assert page.matches[0][0] == "L0-bypass-s1" and -1 <= page.matches[0][2] <= 1
+    assert str(feature) in panel.title_label.text()
+    neighbour = panel.neighbour_list.item(0)
+    panel._open_listed(neighbour)
+    assert panel.page.feature == page.neighbours[0][0]
+
+
+def test_search_lists_the_features_that_fire_on_a_word(panel, run_dir):
+    panel.open_path(run_dir)
+    hits = panel.search("river")
+    assert hits and panel.search_list.count() == len(hits)
+    rows = [i for i, token in enumerate(panel.model.tokens) if token == "river"]
+    top = hits[0][0]
+    expected = float(np.asarray(panel.model.code_values)[rows][
+        np.asarray(panel.model.code_indices)[rows] == top].sum())
+    assert hits[0][1] == pytest.approx(expected, rel=1e-5)
+    assert panel.search("no-such-word") == []
+
+
+def test_labels_are_undoable_through_the_window_history(panel, host, run_dir):
+    panel.open_path(run_dir)
+    panel.sort_by("feature", descending=False)
+    panel.show_feature(3)
+    panel.label_edit.setText("rivers")
+    panel.label_edit.editingFinished.emit()
+    panel.set_label(3, "seen near water", field_name="note")
+    assert panel.model.label_of(3) == "rivers"
+    assert panel.table.item(3, COL_LABEL).text() == "rivers"
+    assert panel.page.note == "seen near water" and host.history.stack.count() == 2
+    host.history.stack.undo()
+    assert panel.page.note == "" and panel.model.label_of(3) == "rivers"
+    host.history.stack.undo()
+    assert panel.model.label_of(3) == "" and panel.table.item(3, COL_LABEL).text() == ""
+    host.history.stack.redo()
+    assert panel.label_edit.text() == "rivers"
+
+
+def test_edits_survive_as_json(run_dir):
+    model = SAEBrowserModel()
+    model.open(run_dir)
+    command = model.note_command(5, "label", "greek letters")
+    again = decode(json.loads(json.dumps(command.to_json())))
+    assert isinstance(again, SetFeatureNote) and again == command
+    again.apply(model)
+    assert model.label_of(5) == "greek letters"
+    again.revert(model)
+    assert model.label_of(5) == ""
+    with pytest.raises(ValueError):
+        model.note_command(5, "density", "1")
+
+
+def test_exports_the_dashboard_as_html_and_png(panel, run_dir, tmp_path):
+    panel.open_path(run_dir)
+    panel.show_feature(2)
+    panel.set_label(2, "a <b>bold</b> name")
+    page = panel.export_dashboard(tmp_path / "feature.html").read_text()
+    assert "feature 2" in page and "&lt;b&gt;bold&lt;/b&gt;" in page and "<span" in page
+    png = panel.export_dashboard(tmp_path / "feature.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="html or .png"):
+        panel.export_dashboard(tmp_path / "feature.txt")
+
+
+def test_opens_a_checkpoint_folder_and_a_bare_saelens_folder(panel, run_dir, tmp_path):
+    assert panel.open_path(run_dir / "checkpoints" / "L0-raw-s0")
+    assert panel.model.current_sae == "L0-raw-s0"
+    from engine.io.sae import read_sae, write_sae
+
+    sae = read_sae(run_dir / "checkpoints" / "L0-raw-s1")
+    write_sae(tmp_path / "bare", sae.weights, sae.cfg)
+    assert panel.open_path(tmp_path / "bare")
+    assert panel.table.rowCount() == 48
+    panel.show_feature(0)
+    assert panel.page.contexts is None and len(panel.page.neighbours) == 10
+
+
+def test_a_bad_folder_is_reported_not_raised(panel, host, tmp_path):
+    (tmp_path / "empty").mkdir()
+    assert not panel.open_path(tmp_path / "empty")
+    assert host.errors and str(tmp_path / "empty") in host.errors[0][1]
+
+
+def test_train_form_submits_and_opens_the_result(panel, host, run_dir):
+    assert panel.run_button.isEnabled()
+    panel.form.set_values({"steps": 10, "d_sae": 64, "k": 4})
+    panel.run()
+    submitted = host.submitted[-1]
+    assert submitted["method"] == "sae_pc1.train" and submitted["params"]["steps"] == 10
+    job = next(iter(panel.jobs))
+    host.emit(job, "job_progress", step=5, total=10, metrics={"mse": 0.5, "l0": 4.0})
+    assert "5 / 10" in panel.run_status.text() and "mse 0.5" in panel.run_status.text()
+    host.run_dir = lambda _job: str(run_dir)
+    host.emit(job, "job_result", outputs={})
+    assert panel.table.rowCount() == 48
+    panel.form.set_values({"k": 5000})
+    panel.run()
+    assert "Not started" in panel.run_status.text() or panel.form.errors()
