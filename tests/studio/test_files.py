@@ -38,7 +38,7 @@ def test_a_broken_dropped_file_names_the_file_and_changes_nothing(main_window, q
 
 
 def test_an_unknown_format_is_refused(main_window, qtbot, tmp_path):
-    odd = tmp_path / "notes.xyz"
+    odd = tmp_path / "notes.qqz"
     odd.write_text("hello")
     before = snapshot(main_window)
     main_window.open_paths([str(odd)])
