@@ -165,6 +165,20 @@ def standardise(smiles: str) -> str | None:
     return Chem.MolToSmiles(mol)
 
 
+def murcko_scaffold(smiles: str) -> str | None:
+    """The Bemis-Murcko scaffold (ring systems and the linkers between them) as canonical
+    SMILES; ``""`` for an acyclic molecule, ``None`` for an invalid SMILES."""
+    from rdkit import Chem
+    from rdkit.Chem.Scaffolds import MurckoScaffold
+
+    mol = parse_smiles(smiles)
+    if mol is None:
+        return None
+    if mol.GetRingInfo().NumRings() == 0:
+        return ""
+    return Chem.MolToSmiles(MurckoScaffold.GetScaffoldForMol(mol))
+
+
 def _qed(mol) -> float:
     from rdkit.Chem import QED
 
@@ -502,6 +516,56 @@ def read_fasta(path: str | Path) -> MoleculeFile:
     if not records:
         raise _nothing_readable(path, "sequence", problems)
     return MoleculeFile(str(path), "fasta", records, problems)
+
+
+# -- Jain et al. 2017 antibodies --------------------------------------------------------------
+
+JAIN_SEQUENCES = "jain2017_sd02.csv"
+JAIN_PROPERTIES = "jain2017_sd03.csv"
+
+
+def read_jain_antibodies(directory: str | Path) -> MoleculeFile:
+    """The 137 clinical antibodies of Jain et al. 2017 (``jain2017_sd02.csv``): a ``Sequence``
+    per VH and VL chain, named ``<antibody> VH``, located at the antibody's name."""
+    directory = Path(directory)
+    path = directory / JAIN_SEQUENCES
+    if not path.is_file():
+        raise FormatError(path, "no such file (the Jain antibody sequences)")
+    records, problems = [], []
+    for row in csv.DictReader(io.StringIO(_read_text(path), newline="")):
+        name = (row.get("Name") or "").strip()
+        for chain in ("VH", "VL"):
+            sequence = (row.get(chain) or "").strip().upper()
+            if not name or not sequence:
+                continue
+            if set(sequence) - PROTEIN_LETTERS:
+                problems.append((f"{name} {chain}", "letters that are not amino acids"))
+                continue
+            records.append(Sequence(f"{name} {chain}", sequence, "protein", name))
+    if not records:
+        raise _nothing_readable(path, "antibody sequence", problems)
+    return MoleculeFile(str(path), "fasta", records, problems)
+
+
+def jain_properties(directory: str | Path) -> dict[str, dict[str, float]]:
+    """Measured biophysical properties per antibody name (empty when the file is absent);
+    columns named by their acronym (``PSR``, ``AC-SINS``) or the text before the unit."""
+    path = Path(directory) / JAIN_PROPERTIES
+    if not path.is_file():
+        return {}
+    table: dict[str, dict[str, float]] = {}
+    for row in csv.DictReader(io.StringIO(_read_text(path), newline="")):
+        name = (row.pop("Name", "") or "").strip()
+        values = {_short_column(key): _numeric(value) for key, value in row.items()
+                  if key and value not in (None, "")}
+        if name and values:
+            table[name] = {k: v for k, v in values.items() if isinstance(v, float)}
+    return table
+
+
+def _short_column(name: str) -> str:
+    acronym = re.search(r"\(([A-Z][A-Z-]+)\)", name)
+    return acronym.group(1) if acronym else re.split(r"\s*\(", name)[0].strip()
 
 
 # -- PDB and mmCIF -----------------------------------------------------------------------------

@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -24,14 +26,20 @@ from engine.io.molecules import (
     canonical_smiles,
     descriptor,
     descriptors,
+    jain_properties,
+    murcko_scaffold,
     parse_smiles,
+    read_jain_antibodies,
     read_molecules,
     standardise,
 )
 from panels.lab.model import Events
 
-ANTIBIOTICS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / "molecules"
-               / "GNEprop_known_abx.tsv")
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+ANTIBIOTICS = SHARED_DATA / "molecules" / "GNEprop_known_abx.tsv"
+ANTIBODIES = SHARED_DATA / "antibodies"
+FINGERPRINT_BITS = 2048
+DIVERSITY_SAMPLE = 2000  # pairwise distances over an even sample of a bigger set
 HISTOGRAM_BINS = 24
 HISTOGRAM_SAMPLE = 2000
 FLAGS = ("", "accepted", "rejected", "flagged")
@@ -48,7 +56,9 @@ class Entry:
     kind: str = "molecule"  # molecule, protein, nucleotide, structure
     detail: str = ""  # a sequence, or a structure's chains
     flag: str = ""
+    record: Any = None  # the Sequence or Structure a non-molecule entry shows
     _valid: bool | None = None
+    _scaffold: str | None = None
     _values: dict[str, float] = field(default_factory=dict)  # descriptors computed so far
 
     @property
@@ -72,8 +82,17 @@ class Entry:
             self._values = descriptors(parse_smiles(self.smiles))
         return dict(self._values) if self.valid else {}
 
+    @property
+    def scaffold(self) -> str | None:
+        """Murcko scaffold SMILES (``""`` acyclic), computed once; ``None`` when invalid."""
+        if not self.valid:
+            return None
+        if self._scaffold is None:
+            self._scaffold = murcko_scaffold(self.smiles)
+        return self._scaffold
+
     def replace_smiles(self, smiles: str) -> None:
-        self.smiles, self._valid, self._values = smiles, None, {}
+        self.smiles, self._valid, self._values, self._scaffold = smiles, None, {}, None
 
 
 @dataclass
@@ -149,6 +168,8 @@ class MoleculeSetModel:
         self.problems: list[tuple[str, str]] = []
         self.hits: dict[int, Hit] = {}
         self.sort_key: tuple[str, bool] | None = None
+        self.scaffold_filter: str | None = None  # show only this scaffold's molecules
+        self._fingerprints: dict[str, np.ndarray] = {}  # Morgan bits per SMILES, kept
         self.reference: list[tuple[str, str]] = []  # (name, cleaned SMILES)
         self._reference_fps: np.ndarray | None = None
         self._reference_values: dict[str, np.ndarray] = {}
@@ -166,15 +187,30 @@ class MoleculeSetModel:
         self.path = str(path)
         self.entries = [_entry(record) for record in found.records]
         self.problems = found.problems
-        self.order = list(range(len(self.entries)))
-        self.hits, self.sort_key = {}, None
-        self.events.emit("loaded")
+        self._reset()
 
     def load_smiles(self, smiles: list[str], name: str = "generated") -> None:
         """A set given directly (a run's samples); invalid ones are kept (and shown)."""
         self.path = name
         self.entries = [Entry(s) for s in smiles]
-        self.problems, self.hits, self.sort_key = [], {}, None
+        self.problems = []
+        self._reset()
+
+    def load_antibodies(self, directory: str | os.PathLike = ANTIBODIES) -> None:
+        """The Jain et al. 2017 clinical antibodies: one entry per VH and VL chain, with the
+        antibody's measured properties as columns (a reference table beside generated
+        sequences)."""
+        found = read_jain_antibodies(directory)
+        measured = jain_properties(directory)
+        self.path = str(directory)
+        self.entries = [Entry("", r.name, r.location, dict(measured.get(r.location, {})),
+                              kind="protein", detail=r.sequence, record=r)
+                        for r in found.records]
+        self.problems = found.problems
+        self._reset()
+
+    def _reset(self) -> None:
+        self.hits, self.sort_key, self.scaffold_filter = {}, None, None
         self.order = list(range(len(self.entries)))
         self.events.emit("loaded")
 
@@ -202,6 +238,13 @@ class MoleculeSetModel:
     def property_names() -> list[str]:
         return list(DESCRIPTOR_NAMES)
 
+    def has_molecules(self) -> bool:
+        return any(entry.kind == "molecule" for entry in self.entries[:1000])
+
+    def file_columns(self) -> list[str]:
+        """The file's own columns (first appearance order, from the first 200 entries)."""
+        return list(dict.fromkeys(k for entry in self.entries[:200] for k in entry.props))
+
     def value(self, index: int, name: str) -> float | str | None:
         entry = self.entries[index]
         if name in DESCRIPTOR_NAMES:
@@ -210,7 +253,7 @@ class MoleculeSetModel:
 
     def sort(self, name: str, descending: bool = False) -> None:
         """Order by a descriptor or a file column; entries without a value go last."""
-        values = {i: self.value(i, name) for i in range(len(self.entries))}
+        values = {i: self.value(i, name) for i in self._shown()}
         present = [i for i, v in values.items() if v is not None and v != ""]
         missing = [i for i, v in values.items() if v is None or v == ""]
 
@@ -222,6 +265,63 @@ class MoleculeSetModel:
         self.order = sorted(present, key=key, reverse=descending) + missing
         self.sort_key = (name, descending)
         self.events.emit("order")
+
+    def unsort(self) -> None:
+        """Back to file order (keeping the scaffold filter)."""
+        self.order, self.sort_key = self._shown(), None
+        self.events.emit("order")
+
+    def _shown(self) -> list[int]:
+        """Entry indices that pass the scaffold filter, in file order."""
+        if self.scaffold_filter is None:
+            return list(range(len(self.entries)))
+        return [i for i, entry in enumerate(self.entries)
+                if entry.scaffold == self.scaffold_filter]
+
+    # -- scaffolds and diversity ---------------------------------------------------------
+
+    def scaffold_groups(self) -> list[tuple[str, int]]:
+        """(scaffold SMILES, molecules) largest group first; ``""`` gathers the acyclic ones.
+        Computes every scaffold once (call it off the GUI thread for big sets)."""
+        counts = Counter(entry.scaffold for entry in self.entries if entry.valid)
+        return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+    def filter_scaffold(self, scaffold: str | None) -> None:
+        """Show only the molecules with this Murcko scaffold (``None``: all), in the current
+        sort."""
+        self.scaffold_filter = scaffold
+        if self.sort_key is None:
+            self.unsort()
+        else:
+            self.sort(*self.sort_key)
+
+    def fingerprints(self, indices: list[int]) -> np.ndarray:
+        """Morgan (r2, 2048 bits) rows of the given entries, from a per-SMILES cache (an
+        invalid molecule is all zeros)."""
+        missing = sorted({self.entries[i].smiles for i in indices} - self._fingerprints.keys())
+        for smiles, row in zip(missing, _fingerprints(missing), strict=True):
+            self._fingerprints[smiles] = row.astype(np.float32)
+        out = np.zeros((len(indices), FINGERPRINT_BITS), dtype=np.float32)
+        for row, i in enumerate(indices):
+            out[row] = self._fingerprints[self.entries[i].smiles]
+        return out
+
+    def diversity(self, indices: list[int] | None = None) -> float | None:
+        """Mean pairwise Tanimoto distance (1 - similarity, Morgan r2) over the valid
+        molecules among ``indices`` (all by default; an even sample of ``DIVERSITY_SAMPLE``
+        for bigger sets); ``None`` with fewer than two. 0 for identical molecules."""
+        chosen = range(len(self.entries)) if indices is None else indices
+        valid = [i for i in chosen if self.entries[i].valid]
+        if len(valid) < 2:
+            return None
+        valid = valid[::max(1, len(valid) // DIVERSITY_SAMPLE)]
+        bits = self.fingerprints(valid)
+        shared = bits @ bits.T
+        counts = bits.sum(1)
+        union = counts[:, None] + counts[None, :] - shared
+        similarity = np.divide(shared, union, out=np.ones_like(shared), where=union > 0)
+        upper = np.triu_indices(len(valid), k=1)
+        return float(1.0 - similarity[upper].mean())
 
     # -- search, similarity --------------------------------------------------------------
 
@@ -252,7 +352,10 @@ class MoleculeSetModel:
             return None
         if self._reference_fps is None:
             self._reference_fps = _fingerprints([s for _, s in self.reference])
-        query = _fingerprints([standardise(self.entries[index].smiles) or ""])[0]
+        cleaned = standardise(self.entries[index].smiles) or ""
+        if cleaned not in self._fingerprints:
+            self._fingerprints[cleaned] = _fingerprints([cleaned])[0].astype(np.float32)
+        query = self._fingerprints[cleaned].astype(np.float64)
         shared = self._reference_fps @ query
         union = self._reference_fps.sum(1) + query.sum() - shared
         similarity = np.divide(shared, union, out=np.zeros_like(shared), where=union > 0)
@@ -351,19 +454,19 @@ class MoleculeSetModel:
 def _entry(record) -> Entry:
     if isinstance(record, Sequence):
         return Entry("", record.name, record.location, kind=record.kind,
-                     detail=record.sequence)
+                     detail=record.sequence, record=record)
     if isinstance(record, Structure):
         chains = ", ".join(f"{c}: {len(s)} residues" for c, s in record.chains.items())
         return Entry("", record.name, record.location, kind="structure",
-                     detail=f"{len(record.atoms)} atoms; {chains}")
-    return Entry(record.smiles, record.name, record.location, dict(record.props))
+                     detail=f"{len(record.atoms)} atoms; {chains}", record=record)
+    return Entry(record.smiles, record.name, record.location, dict(record.props), record=record)
 
 
 def _fingerprints(smiles: list[str]) -> np.ndarray:
     from rdkit.Chem import rdFingerprintGenerator
 
-    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=2048)
-    out = np.zeros((len(smiles), 2048), dtype=np.float64)
+    generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=FINGERPRINT_BITS)
+    out = np.zeros((len(smiles), FINGERPRINT_BITS), dtype=np.float64)
     for i, text in enumerate(smiles):
         mol = parse_smiles(text)
         if mol is not None:

@@ -1,18 +1,26 @@
 """The molecule panel: a grid of 2D depictions beside a sortable property table, property
-histograms against a reference set, SMARTS search, nearest reference, and SMILES edits.
+histograms against a reference set, SMARTS search, nearest reference, SMILES edits, Murcko
+scaffolds and set diversity, residue strips, and a 3-D view with RMSD superposition.
 
 Left, the grid (a ``QListView`` in icon mode over ``MoleculeGridModel``): Qt asks only for the
 cells on screen, and depictions are drawn then and cached, so 100k molecules scroll smoothly.
-Right, tabs: the property table (click a header to sort; grid and table share one order), the
-histograms (the set vs the reference, the features kCGM calibrates), and the editor (SMILES with
-live validity, standardise, accept/reject/flag, nearest reference by Tanimoto). Every edit goes
+Right, tabs: the property table (click a header to sort; grid and table share one order; a
+scaffold column and the file's own columns), the histograms (the set vs the reference, the
+features kCGM calibrates), the editor (SMILES with live validity, standardise,
+accept/reject/flag, nearest reference by Tanimoto), the sequence strip (FASTA records, antibody
+VH/VL, PDB chains; one letter per residue coloured by property class; a click selects a
+residue), and the 3-D view (ETKDG ball-and-stick, CA trace plus atoms; pyqtgraph.opengl,
+imported when the tab is first opened; pin one entry and the next is superposed on it with its
+RMSD). Scaffolds, diversity and conformers are computed on a worker thread. Every edit goes
 through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run opens its
-generated molecules. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram.
+generated molecules. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram, a 3-D
+snapshot (PNG).
 """
 
 from __future__ import annotations
 
 import os
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListView,
     QPushButton,
+    QScrollArea,
     QSplitter,
     QTableView,
     QTabWidget,
@@ -43,16 +52,45 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.io.molecules import DESCRIPTOR_NAMES, canonical_smiles
+from engine.io.molecules import DESCRIPTOR_NAMES, Molecule, Structure, canonical_smiles
 from panels.molecules.depict import MISSING, DepictionCache, export_grid, render_png
-from panels.molecules.model import FLAGS, MoleculeSetModel, decode
+from panels.molecules.geometry import (
+    COLOUR_MODES,
+    molecule_scene,
+    residue_atoms,
+    structure_scene,
+    superpose,
+)
+from panels.molecules.model import ANTIBODIES, FLAGS, MoleculeSetModel, decode
+from panels.molecules.sequence import CLASS_COLOUR, SequenceStrip, tracks_of
 from panels.widgets.plot_view import PlotSpecView
 
 CELL = QSize(150, 120)  # depiction size in the grid
 GRID = QSize(170, 168)  # cell with its two lines of text
 FIXED_COLUMNS = ["#", "name", "SMILES", "flag"]
-TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT = range(3)
+TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT, TAB_SEQUENCE, TAB_3D = range(5)
 RUN_METHOD = "kcgm.calibrate"
+
+
+@cache
+def _import_rdkit_modules() -> None:
+    """Import, on the GUI thread, the RDKit modules the worker threads use: two threads
+    importing one RDKit extension module at once can each see it half made."""
+    import rdkit.Chem.AllChem
+    import rdkit.Chem.Draw.rdMolDraw2D
+    import rdkit.Chem.rdFingerprintGenerator
+    import rdkit.Chem.Scaffolds.MurckoScaffold  # noqa: F401
+
+
+def _scene_of(entry, mode: str):
+    """The entry's 3-D scene: a structure coloured by ``mode``, or a molecule (the file's
+    coordinates while its SMILES is unedited, else an ETKDG conformer)."""
+    if isinstance(entry.record, Structure):
+        return structure_scene(entry.record, mode)
+    record = entry.record
+    if isinstance(record, Molecule) and record.coordinates and record.smiles == entry.smiles:
+        return molecule_scene(record)
+    return molecule_scene(entry.smiles)
 
 
 def _pixmap(png: bytes) -> QPixmap:
@@ -83,6 +121,27 @@ class _RenderDepiction(QRunnable):
 
     def run(self) -> None:
         self.signals.done.emit(self.key, render_png(*self.key))
+
+
+class _Computed(QObject):
+    done = Signal(str, int, object)  # what, the set's generation, result
+
+
+class _Compute(QRunnable):
+    """Runs ``work()`` on the pool's thread (scaffolds, diversity, conformers); the result
+    comes back as a queued signal tagged with the set's generation, so a stale one is
+    dropped."""
+
+    def __init__(self, what: str, generation: int, work, signals: _Computed) -> None:
+        super().__init__()
+        self.what, self.generation, self.work, self.signals = what, generation, work, signals
+
+    def run(self) -> None:
+        try:
+            result = self.work()
+        except Exception as exc:  # noqa: BLE001 - shown in the status line, never lost
+            result = exc
+        self.signals.done.emit(self.what, self.generation, result)
 
 
 class MoleculeGridModel(QAbstractListModel):
@@ -134,6 +193,7 @@ class MoleculeGridModel(QAbstractListModel):
     def _request(self, key: tuple) -> None:
         if key not in self.pending:
             self.pending.add(key)
+            _import_rdkit_modules()
             self.pool.start(_RenderDepiction(key, self._rendered))
 
     def _on_rendered(self, key: tuple, png: bytes | None) -> None:
@@ -159,7 +219,13 @@ class MoleculeTableModel(QAbstractTableModel):
     def __init__(self, molecules: MoleculeSetModel) -> None:
         super().__init__()
         self.molecules = molecules
-        self.columns = FIXED_COLUMNS + list(DESCRIPTOR_NAMES)
+        self.columns = self._columns()
+
+    def _columns(self) -> list[str]:
+        """Fixed columns, then the scaffold and descriptors (for molecules), then the file's
+        own columns (e.g. the antibodies' measured properties)."""
+        chemistry = ["scaffold", *DESCRIPTOR_NAMES] if self.molecules.has_molecules() else []
+        return FIXED_COLUMNS + chemistry + self.molecules.file_columns()
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.molecules.order)
@@ -193,15 +259,14 @@ class MoleculeTableModel(QAbstractTableModel):
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
         name = self.columns[column]
         if name == "#":
-            self.molecules.order = list(range(len(self.molecules.entries)))
-            self.molecules.sort_key = None
-            self.molecules.events.emit("order")
+            self.molecules.unsort()
             return
         key = {"SMILES": "smiles"}.get(name, name)
         self.molecules.sort(key, descending=order == Qt.SortOrder.DescendingOrder)
 
     def refresh(self) -> None:
         self.beginResetModel()
+        self.columns = self._columns()
         self.endResetModel()
 
 
@@ -214,6 +279,12 @@ class MoleculesPanel(QWidget):
         self.jobs: set[str] = set()
         self._current = -1  # entry index being edited
         self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
+        self.generation = 0  # bumped per loaded set: late background results are dropped
+        self.pool = QThreadPool()
+        self.pool.setMaxThreadCount(1)
+        self._computed = _Computed()
+        self._computed.done.connect(self._on_computed)
+        self.set_diversity: float | None = None
         self._build()
         self.model.events.connect("loaded", self._on_loaded)
         self.model.events.connect("order", self._on_order)
@@ -247,9 +318,20 @@ class MoleculesPanel(QWidget):
         self.export_grid_button.clicked.connect(self.choose_grid_path)
         self.export_set_button = QPushButton("Export set…")
         self.export_set_button.clicked.connect(self.choose_set_path)
-        for widget in (self.open_button, self.reference_button, self.smarts_edit,
-                       self.hits_label, self.property_box, self.run_button,
-                       self.export_grid_button, self.export_set_button):
+        self.antibodies_button = QPushButton("Jain antibodies")
+        self.antibodies_button.setToolTip("the 137 clinical antibodies of Jain et al. 2017 "
+                                          "(VH/VL) with their measured properties")
+        self.antibodies_button.clicked.connect(lambda: self.open_antibodies())
+        self.scaffold_box = QComboBox()
+        self.scaffold_box.setToolTip("show one Murcko scaffold's molecules (largest groups "
+                                     "first)")
+        self.scaffold_box.setMinimumContentsLength(18)
+        self.scaffold_box.activated.connect(self._scaffold_chosen)
+        self.diversity_label = QLabel("")
+        self.diversity_label.setToolTip("mean pairwise Tanimoto distance (Morgan r2, 2048 bits)")
+        for widget in (self.open_button, self.antibodies_button, self.reference_button,
+                       self.smarts_edit, self.hits_label, self.scaffold_box, self.property_box,
+                       self.run_button, self.export_grid_button, self.export_set_button):
             bar.addWidget(widget)
 
         self.grid_model = MoleculeGridModel(self.model, self.cache)
@@ -264,8 +346,11 @@ class MoleculesPanel(QWidget):
         self.grid.setGridSize(GRID)
         self.grid.setWordWrap(True)
         self.grid.setModel(self.grid_model)
+        self.grid.setSelectionMode(QListView.SelectionMode.ExtendedSelection)
         self.grid.selectionModel().currentChanged.connect(
             lambda current, _: self.select_row(current.row()))
+        self.grid.selectionModel().selectionChanged.connect(
+            lambda *_: self.measure_selection())
 
         self.table_model = MoleculeTableModel(self.model)
         self.table = QTableView()
@@ -289,7 +374,9 @@ class MoleculesPanel(QWidget):
         self.tabs.addTab(self.table, "Table")
         self.tabs.addTab(histograms, "Histograms")
         self.tabs.addTab(self._build_editor(), "Edit")
-        self.tabs.currentChanged.connect(lambda _: self.draw_histogram())
+        self.tabs.addTab(self._build_sequence(), "Sequence")
+        self.tabs.addTab(self._build_3d(), "3D")
+        self.tabs.currentChanged.connect(self._on_tab)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.grid)
@@ -302,7 +389,10 @@ class MoleculesPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
-        layout.addWidget(self.status)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.diversity_label)
+        layout.addLayout(status_row)
 
     def _build_editor(self) -> QWidget:
         editor = QWidget()
@@ -335,6 +425,145 @@ class MoleculesPanel(QWidget):
         layout.addWidget(self.nearest_label)
         return editor
 
+    def _build_sequence(self) -> QWidget:
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        self.sequence_strip = SequenceStrip()
+        self.sequence_strip.residue_selected.connect(self._on_residue)
+        scroll = QScrollArea()
+        scroll.setWidget(self.sequence_strip)
+        self.residue_label = QLabel("Choose a protein, antibody chain or structure.")
+        legend = "  ".join(f"<span style='background:{colour}'>&nbsp;{name}&nbsp;</span>"
+                           for name, colour in CLASS_COLOUR.items())
+        layout.addWidget(scroll, 1)
+        layout.addWidget(QLabel(legend))
+        layout.addWidget(self.residue_label)
+        return page
+
+    def _build_3d(self) -> QWidget:
+        page = QWidget()
+        self.layout_3d = QVBoxLayout(page)
+        row = QHBoxLayout()
+        self.colour_box = QComboBox()
+        self.colour_box.addItems(list(COLOUR_MODES))
+        self.colour_box.setCurrentText("chain")
+        self.colour_box.setToolTip("protein colouring (small molecules: by element)")
+        self.colour_box.currentTextChanged.connect(lambda _: self.show_3d())
+        self.pin_button = QPushButton("Pin for RMSD")
+        self.pin_button.setToolTip("keep this structure; the next one shown is superposed on "
+                                   "it (Kabsch) and the RMSD given")
+        self.pin_button.clicked.connect(lambda: self.pin())
+        self.export_3d_button = QPushButton("Snapshot…")
+        self.export_3d_button.clicked.connect(
+            lambda: self._save_dialog("Export 3-D snapshot", "PNG (*.png)", ".png",
+                                      self.export_3d))
+        self.rmsd_label = QLabel("")
+        for widget in (self.colour_box, self.pin_button, self.export_3d_button,
+                       self.rmsd_label):
+            row.addWidget(widget)
+        row.addStretch(1)
+        self.placeholder_3d = QLabel("The 3-D view opens with this tab.")
+        self.placeholder_3d.setWordWrap(True)
+        self.layout_3d.addLayout(row)
+        self.layout_3d.addWidget(self.placeholder_3d, 1)
+        self.viewer_3d = None  # MoleculeView3D once the tab is opened (and OpenGL works)
+        self.scene = None  # the current entry's Scene, once computed
+        self.pinned = None  # (entry index, Scene, record) to superpose on
+        self.highlighted: list[int] = []  # atoms of the residue chosen in the strip
+        return page
+
+    def _on_tab(self, index: int) -> None:
+        if index == TAB_HISTOGRAMS:
+            self.draw_histogram()
+        elif index == TAB_3D:
+            self.open_3d()
+            self.show_3d()
+
+    def open_3d(self) -> bool:
+        """Create the OpenGL view (first time only); False, said in the tab, without
+        OpenGL 2.1 (scenes and RMSD are still computed)."""
+        if self.viewer_3d is not None:
+            return True
+        try:
+            from panels.molecules.view3d import MoleculeView3D
+            from panels.widgets.gl import gl_problem
+
+            problem = gl_problem()
+            if problem:
+                raise RuntimeError(problem)
+            self.viewer_3d = MoleculeView3D()
+        except Exception as exc:  # no OpenGL here: the numbers still come
+            self.placeholder_3d.setText(f"3-D drawing unavailable: {type(exc).__name__}: "
+                                        f"{exc}")
+            return False
+        self.layout_3d.replaceWidget(self.placeholder_3d, self.viewer_3d)
+        self.placeholder_3d.hide()
+        return True
+
+    def show_3d(self) -> None:
+        """Build the current entry's scene off the GUI thread (an ETKDG conformer for a
+        molecule), while the 3-D tab is shown."""
+        if self.tabs.currentIndex() != TAB_3D or self._current < 0:
+            return
+        entry, index, mode = self.model.entries[self._current], self._current, \
+            self.colour_box.currentText()
+        if entry.kind == "molecule" and not entry.valid or entry.kind in ("protein",
+                                                                          "nucleotide"):
+            self.scene = None
+            self.rmsd_label.setText("no 3-D structure for this entry")
+            return
+        self.scene = None
+        self.rmsd_label.setText("computing the 3-D structure…")
+        self.compute("scene", lambda: (index, _scene_of(entry, mode)))
+
+    def _on_scene(self, index: int, scene) -> None:
+        if index != self._current:
+            return
+        self.scene = scene
+        overlay, text = None, ""
+        if self.pinned is not None and self.pinned[0] != index:
+            pinned_index, pinned_scene, pinned_record = self.pinned
+            try:
+                rmsd, count, overlay = superpose(scene, self.model.entries[index].record,
+                                                 pinned_scene, pinned_record)
+                unit = "CA atoms" if scene.kind == "structure" else "heavy atoms"
+                text = f"RMSD to #{pinned_index + 1}: {rmsd:.3f} Å over {count} {unit}"
+            except ValueError as exc:
+                text = f"no RMSD: {exc}"
+        self.rmsd_label.setText(text or f"{len(scene.positions)} atoms")
+        if self.viewer_3d is not None:
+            self.viewer_3d.show_scene(scene, overlay)
+            if scene.kind == "structure":
+                self.viewer_3d.highlight_atoms(self.highlighted)
+
+    def pin(self) -> bool:
+        """Keep the current scene as the one others are superposed on."""
+        if self.scene is None:
+            return False
+        self.pinned = (self._current, self.scene, self.model.entries[self._current].record)
+        self.rmsd_label.setText(f"pinned #{self._current + 1}: choose another entry")
+        return True
+
+    def export_3d(self, path: str | os.PathLike) -> Path | None:
+        """The 3-D view as PNG (needs OpenGL)."""
+        if self.viewer_3d is None or not self.viewer_3d.grabFramebuffer().save(
+                str(path), "PNG"):
+            self.host.show_error("Export failed", f"{path}: the 3-D view is not drawn here")
+            return None
+        return Path(path)
+
+    def _on_residue(self, track: int, position: int) -> None:
+        """Name the residue; for a structure, find its atoms (highlighted in the 3-D view)."""
+        chosen = self.sequence_strip.tracks[track]
+        self.residue_label.setText(chosen.describe(position))
+        record = self.model.entries[self._current].record if self._current >= 0 else None
+        self.highlighted = residue_atoms(record, "" if chosen.label == "-" else chosen.label,
+                                         chosen.numbers[position]) \
+            if isinstance(record, Structure) else []
+        if self.viewer_3d is not None and self.scene is not None and \
+                self.scene.kind == "structure":
+            self.viewer_3d.highlight_atoms(self.highlighted)
+
     # -- files ---------------------------------------------------------------------------
 
     def open_file(self, path: str | os.PathLike) -> bool:
@@ -350,6 +579,19 @@ class MoleculesPanel(QWidget):
                    f"{problems[0][1]})") if problems else ""
         self.status.setText(f"{Path(path).name}: {len(self.model.entries)} record(s){skipped}"
                             + (f"; {restored} saved edit(s) restored" if restored else ""))
+        return True
+
+    def open_antibodies(self, directory: str | os.PathLike | None = None) -> bool:
+        """The Jain et al. 2017 antibodies (VH and VL per antibody, measured properties as
+        table columns), from ``../shared/data/antibodies`` by default."""
+        try:
+            self.model.load_antibodies(directory or ANTIBODIES)
+        except Exception as exc:  # FormatError names the file
+            self.host.show_error("Cannot open the antibodies", str(exc))
+            return False
+        self.status.setText(f"Jain et al. 2017: {len(self.model.entries)} chains (VH and VL) "
+                            "with measured properties; CDR numbering is not available (no "
+                            "offline numbering library is installed)")
         return True
 
     def choose_file(self) -> None:
@@ -389,7 +631,15 @@ class MoleculesPanel(QWidget):
 
     def _on_loaded(self) -> None:
         self._current = -1
+        self.generation += 1
         self.hits_label.setText("")
+        self.set_diversity = None
+        self.diversity_label.setText("")
+        self.scaffold_box.clear()
+        self.scaffold_box.setEnabled(False)
+        if self.model.has_molecules():
+            self.compute("scaffolds", self.model.scaffold_groups)
+            self.compute("diversity", self.model.diversity)
         self._refresh_views()
         self.draw_histogram()
         if self.model.entries:
@@ -397,7 +647,7 @@ class MoleculesPanel(QWidget):
 
     def _on_order(self) -> None:
         self._refresh_views()
-        if self._current >= 0:
+        if self._current in self.model.order:
             row = self.model.order.index(self._current)
             self.grid.setCurrentIndex(self.grid_model.index(row))
 
@@ -406,6 +656,8 @@ class MoleculesPanel(QWidget):
         self.table_model.refresh()
 
     def _on_changed(self, index: int) -> None:
+        if index not in self.model.order:
+            return
         row = self.model.order.index(index)
         self.grid_model.dataChanged.emit(self.grid_model.index(row), self.grid_model.index(row))
         self.table_model.dataChanged.emit(
@@ -414,6 +666,65 @@ class MoleculesPanel(QWidget):
         if index == self._current:
             self._show_entry()
         self.draw_histogram()
+
+    # -- background work: scaffolds, diversity -------------------------------------------
+
+    def compute(self, what: str, work) -> None:
+        """Run ``work`` off the GUI thread; ``_on_computed`` gets its result."""
+        _import_rdkit_modules()
+        self.pool.start(_Compute(what, self.generation, work, self._computed))
+
+    def wait_computed(self, timeout_ms: int = 30_000) -> bool:
+        """Block until the queued background work is done (tests, closing)."""
+        return self.pool.waitForDone(timeout_ms)
+
+    def _on_computed(self, what: str, generation: int, result: Any) -> None:
+        if generation != self.generation:
+            return
+        if isinstance(result, Exception):
+            self.status.setText(f"{what} failed: {result}")
+            return
+        if what == "scaffolds":
+            self.scaffold_box.clear()
+            self.scaffold_box.addItem(f"all scaffolds ({len(result)})", None)
+            for scaffold, count in result:
+                self.scaffold_box.addItem(f"{scaffold or 'acyclic'} ({count})", scaffold)
+            self.scaffold_box.setEnabled(True)
+        elif what == "diversity":
+            self.set_diversity = result
+            self._show_diversity(None)
+        elif what == "selection":
+            self._show_diversity(result)
+        elif what == "scene":
+            self._on_scene(*result)
+
+    def _scaffold_chosen(self, item: int) -> None:
+        self.filter_scaffold(self.scaffold_box.itemData(item))
+
+    def filter_scaffold(self, scaffold: str | None) -> None:
+        """Show only one scaffold's molecules (``None``: all of them)."""
+        self.model.filter_scaffold(scaffold)
+        shown = "all" if scaffold is None else (scaffold or "acyclic")
+        self.status.setText(f"scaffold {shown}: {len(self.model.order)} molecule(s)")
+
+    def selected_entries(self) -> list[int]:
+        """Entry indices of the grid's selection."""
+        return sorted(self.model.order[index.row()]
+                      for index in self.grid.selectionModel().selectedIndexes())
+
+    def measure_selection(self) -> None:
+        """The selection's diversity (two or more molecules), computed off the GUI thread."""
+        chosen = self.selected_entries()
+        if len(chosen) >= 2:
+            self.compute("selection", lambda: self.model.diversity(chosen))
+        else:
+            self._show_diversity(None)
+
+    def _show_diversity(self, selection: float | None) -> None:
+        text = "" if self.set_diversity is None else f"diversity: set {self.set_diversity:.3f}"
+        if selection is not None:
+            text += f", selection {selection:.3f}"
+        self.diversity_label.setText(text)
 
     def show_property(self, name: str) -> None:
         self.grid_model.shown_property = name
@@ -437,6 +748,13 @@ class MoleculesPanel(QWidget):
         pixmap = self.cache.get(entry.smiles, 300, 240) if entry.kind == "molecule" else None
         self.preview.setPixmap(pixmap if pixmap is not None else QPixmap())
         self._show_nearest()
+        self.highlighted = []
+        self.show_3d()
+        tracks = tracks_of(entry.record)
+        self.sequence_strip.set_tracks(tracks)
+        self.residue_label.setText(
+            f"{sum(len(t.sequence) for t in tracks)} residues in {len(tracks)} chain(s); click "
+            "a residue" if tracks else "no sequence: a small molecule")
 
     def _show_validity(self, text: str) -> None:
         valid = canonical_smiles(text.strip()) is not None
@@ -587,6 +905,8 @@ class MoleculesPanel(QWidget):
                 break
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        self.pool.clear()
+        self.pool.waitForDone()
         self.grid_model.stop()
         self._unsubscribe()
         super().closeEvent(event)

@@ -21,25 +21,6 @@ from panels.routing.model import RouteModel
 LAYER_GAP = 0.03
 
 
-def gl_problem() -> str | None:
-    """Why OpenGL cannot draw the stack here (pyqtgraph needs 2.1), or None when it can."""
-    from PySide6.QtGui import QOffscreenSurface, QOpenGLContext
-
-    context = QOpenGLContext()
-    if not context.create():
-        return "no OpenGL context can be created"
-    surface = QOffscreenSurface()
-    surface.setFormat(context.format())
-    surface.create()
-    version = context.format().version()
-    context.makeCurrent(surface)
-    context.doneCurrent()
-    if not context.isOpenGLES() and tuple(version) < (2, 1):
-        return (f"OpenGL {version[0]}.{version[1]} here; the 3-D view needs 2.1 (Qt's "
-                "offscreen platform offers 2.0: run with a display)")
-    return None
-
-
 def rgba(colour: str, alpha: float = 1.0) -> tuple[float, float, float, float]:
     c = QColor(colour)
     return (c.redF(), c.greenF(), c.blueF(), alpha)

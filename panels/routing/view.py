@@ -728,7 +728,8 @@ class RoutingPanel(QWidget):
             return True
         if self.stack_view is None:
             try:
-                from panels.routing.stack3d import LayerStackView, gl_problem
+                from panels.routing.stack3d import LayerStackView
+                from panels.widgets.gl import gl_problem
 
                 problem = gl_problem()
                 if problem:

@@ -206,3 +206,31 @@ def test_detect_and_inspect_through_the_registry(tmp_path, with_molecule_formats
 def test_records_are_the_documented_types(tmp_path):
     assert isinstance(read_molecules(write(tmp_path / "a.smi", "C\n")).records[0], Molecule)
     assert isinstance(read_molecules(write(tmp_path / "a.fa", ">s\nMK\n")).records[0], Sequence)
+
+
+def test_murcko_scaffolds_of_known_molecules():
+    from engine.io.molecules import murcko_scaffold
+
+    assert murcko_scaffold("CC(C)Cc1ccc(cc1)C(C)C(=O)O") == "c1ccccc1"  # ibuprofen: benzene
+    assert murcko_scaffold("CC(=O)Nc1ccc(O)cc1") == "c1ccccc1"  # paracetamol
+    # diphenhydramine keeps both rings and the linking carbon
+    assert murcko_scaffold("CN(C)CCOC(c1ccccc1)c1ccccc1") == "c1ccc(Cc2ccccc2)cc1"
+    assert murcko_scaffold("CCCCO") == "" and murcko_scaffold("C1CC") is None
+
+
+def test_jain_antibodies_read_as_vh_and_vl_with_measured_properties():
+    from engine.io.molecules import jain_properties, read_jain_antibodies
+
+    directory = SHARED / "data" / "antibodies"
+    if not directory.is_dir():
+        pytest.skip("../shared/data/antibodies is absent")
+    found = read_jain_antibodies(directory)
+    assert len(found.records) == 2 * 137 and not found.problems
+    first = found.records[0]
+    assert first.name == "abituzumab VH" and first.sequence.startswith("QVQLQQSGGELAKPG")
+    assert 112 <= len(first.sequence) <= 130 and found.records[1].name == "abituzumab VL"
+    measured = jain_properties(directory)
+    assert len(measured) == 137 and measured["abituzumab"]["Fab Tm by DSF"] == 75.5
+    assert {"PSR", "AC-SINS", "HIC Retention Time"} <= set(measured["abrilumab"])
+    with pytest.raises(FormatError, match="jain2017_sd02.csv"):
+        read_jain_antibodies(directory.parent)

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 
 from engine.methods import kcgm
 from panels.molecules import MANIFEST
-from panels.molecules.model import EditSmiles, MoleculeSetModel, SetFlag, decode
-from panels.molecules.view import TAB_HISTOGRAMS, MoleculesPanel
+from panels.molecules.model import ANTIBODIES, EditSmiles, MoleculeSetModel, SetFlag, decode
+from panels.molecules.view import TAB_HISTOGRAMS, TAB_SEQUENCE, MoleculesPanel
 from tests.panels.conftest import FakeHost
 
 SMILES = ["CCO ethanol", "c1ccccc1O phenol", "C1CC broken", "CC(=O)Oc1ccccc1C(=O)O aspirin",
@@ -174,3 +174,87 @@ def test_run_kcgm_opens_the_generated_molecules(panel, files):
     assert "step 3 / 5" in panel.status.text()
     panel.host.emit(job, "job_result", outputs={"generated_csv": "artifacts/generated.csv"})
     assert [e.smiles for e in panel.model.entries] == ["CCO"]
+
+
+def test_diversity_is_zero_for_identical_molecules_and_grows_with_difference():
+    model = MoleculeSetModel()
+    model.load_smiles(["CCO", "OCC", "CCO", "c1ccccc1", "C1CC"])
+    assert model.diversity([0, 1, 2]) == 0.0  # one molecule written three ways
+    assert model.diversity([0]) is None and model.diversity([0, 4]) is None  # 4 is invalid
+    assert model.diversity([0, 3]) == 1.0  # no shared Morgan bit
+    whole = model.diversity()
+    assert 0.0 < whole < 1.0 and abs(whole - 3 / 6) < 1e-6  # 3 of 6 pairs share nothing
+    assert len(model._fingerprints) == 3  # cached per SMILES (CCO, c1ccccc1, C1CC)
+
+
+def test_scaffold_column_groups_and_filter(panel, files, qtbot):
+    panel.open_file(files[0])
+    assert panel.wait_computed()
+    qtbot.waitUntil(lambda: panel.scaffold_box.isEnabled(), timeout=10_000)
+    assert panel.scaffold_box.itemText(1) == "c1ccccc1 (3)"
+    assert panel.scaffold_box.itemText(2) == "acyclic (2)"
+    column = panel.table_model.columns.index("scaffold")
+    assert panel.table_model.data(panel.table_model.index(1, column)) == "c1ccccc1"
+    panel.filter_scaffold("c1ccccc1")
+    assert rows(panel) == ["phenol", "aspirin", "benzoate"]
+    panel.table.sortByColumn(panel.table_model.columns.index("MolWt"),
+                             Qt.SortOrder.DescendingOrder)
+    assert rows(panel) == ["aspirin", "benzoate", "phenol"]  # sorted within the group
+    panel.model.edit(0, "CCN").apply(panel.model)  # an edit outside the group is harmless
+    panel.filter_scaffold(None)
+    assert len(rows(panel)) == 5 and rows(panel)[0] == "aspirin"
+
+
+def test_set_and_selection_diversity_are_shown(panel, files, qtbot):
+    from PySide6.QtCore import QItemSelectionModel
+
+    panel.open_file(files[0])
+    qtbot.waitUntil(lambda: panel.set_diversity is not None, timeout=10_000)
+    assert panel.diversity_label.text() == f"diversity: set {panel.model.diversity():.3f}"
+    selection = panel.grid.selectionModel()
+    flags = QItemSelectionModel.SelectionFlag.Select
+    selection.select(panel.grid_model.index(0), flags)
+    selection.select(panel.grid_model.index(3), flags)  # ethanol and decane
+    assert panel.selected_entries() == [0, 3]
+    expected = panel.model.diversity([0, 3])
+    qtbot.waitUntil(lambda: "selection" in panel.diversity_label.text(), timeout=10_000)
+    assert panel.diversity_label.text().endswith(f"selection {expected:.3f}")
+
+
+def test_jain_antibodies_open_with_their_measured_properties(panel):
+    if not ANTIBODIES.is_dir():
+        pytest.skip("../shared/data/antibodies is absent")
+    assert panel.open_antibodies()
+    assert panel.table_model.rowCount() == 274
+    columns = panel.table_model.columns
+    assert "scaffold" not in columns and "Fab Tm by DSF" in columns
+    row = rows(panel).index("abituzumab VH")
+    assert panel.table_model.data(panel.table_model.index(row, columns.index(
+        "Fab Tm by DSF"))) == "75.5"
+    assert not panel.scaffold_box.isEnabled() and panel.diversity_label.text() == ""
+    assert not panel.open_antibodies(ANTIBODIES.parent) and panel.host.errors
+
+
+def test_sequence_tab_shows_a_strip_and_a_click_selects_a_residue(panel, tmp_path, qtbot):
+    from panels.molecules.sequence import CELL_WIDTH, LABEL_WIDTH, ROW_HEIGHT
+
+    fasta = tmp_path / "chains.fasta"
+    fasta.write_text(">heavy\nEVQLVESGG\n>light\nDIQMTQ\n")
+    assert panel.open_file(fasta)
+    panel.tabs.setCurrentIndex(TAB_SEQUENCE)
+    panel.select_row(1)
+    strip = panel.sequence_strip
+    assert [t.sequence for t in strip.tracks] == ["DIQMTQ"]
+    assert panel.residue_label.text().startswith("6 residues in 1 chain(s)")
+    point = QPoint(LABEL_WIDTH + 3 * CELL_WIDTH + 5, 4 + ROW_HEIGHT // 2)
+    qtbot.mouseClick(strip, Qt.MouseButton.LeftButton, pos=point)
+    assert strip.selected == (0, 3) and panel.residue_label.text() == "light 4 MET (hydrophobic)"
+    panel.open_file(files_smiles(tmp_path))
+    panel.select_row(0)
+    assert strip.tracks == [] and panel.residue_label.text().startswith("no sequence")
+
+
+def files_smiles(tmp_path: Path) -> Path:
+    path = tmp_path / "one.smi"
+    path.write_text("CCO ethanol\n")
+    return path
