@@ -8,22 +8,30 @@ decomposition is not identifiable. Routing PC1 around the SAE (``engine.models.s
 
 ``sae_pc1.train``: activations from a Hugging Face model (the packaged MiniLM by default) over
 real text, at chosen hidden-state layers (0 = embeddings), cached on disk in memory-mapped
-shards with their tokens; or from ``.npy``/``.safetensors`` files. For each layer, SAEs are
-trained for several seeds, with and/or without the bypass, and analysed:
+shards with their tokens; from our small decoder LM (``source="decoder"``: the causal
+transformer of ``engine.models.hybrid_lm`` with hybrid_tokens' BPE, trained here on the corpus
+or given as the ``decoder`` checkpoint input, and saved as the run's ``checkpoints/decoder``),
+whose residual stream after n blocks is layer n; or from ``.npy``/``.safetensors`` files. For
+each layer, SAEs are trained for several seeds, with and/or without the bypass, and analysed:
 
 * anisotropy: the share of variance on PC1 at every layer;
 * reproducibility of feature i of seed A: max_j cos(d_i^A, d_j^B) over the other seeds' decoder
   rows, and the cosine of its Hungarian (one-to-one) match;
 * importance: zero the latent and splice the reconstruction back into the model. MiniLM is a
   bare encoder with no LM head, so the loss is the mean squared change of the final hidden
-  states (relative to their mean squared norm) over a few spliced sequences. Without a model
-  (files, synthetic data) it is the increase in reconstruction error;
+  states (relative to their mean squared norm) over a few spliced sequences. For the decoder LM
+  it is the increase in next-token cross-entropy (nats/token). Without a model (files,
+  synthetic data) it is the increase in reconstruction error;
 * top-N recovery: the share of the N most important features with a match >= tau in another
   seed, raw vs bypass.
 
 Artifacts: the anisotropy plot, density histogram, importance-vs-reproducibility scatter,
 recovery bars, a feature table per SAE variant, the SAEs in SAELens's layout (engine.io.sae),
-token codes for browsing, and per feature its top contexts as ``token_heat`` JSON files.
+token codes for browsing, and per feature its top contexts as ``token_heat`` JSON files (for
+the decoder LM also the tokens its decoder direction promotes through the unembedding).
+
+``sae_pc1.steer``: adds alpha times a feature's decoder direction to the decoder LM's residual
+stream at the SAE's layer and returns the greedy continuation of a prompt with and without it.
 """
 
 from __future__ import annotations
@@ -76,12 +84,21 @@ class SAEInputError(ValueError):
 class Params(MethodParams):
     """Train SAEs on a model's activations for several seeds, with and without the PC1 bypass."""
 
-    source: Literal["model", "files"] = Field(
-        "model", description="run a model over text, or read the activations input (+ tokens)")
+    source: Literal["model", "decoder", "files"] = Field(
+        "model", description=("run a Hugging Face model over text, our small decoder LM (trained "
+                              "here on the corpus, or the 'decoder' input checkpoint), or read "
+                              "the activations input (+ tokens)"))
     model_path: str = Field("", description="local Hugging Face model folder ('' = the "
                                             "packaged MiniLM encoder)")
     corpus: Literal["news", "wiki", "code"] = Field(
         "news", description="text: gensim's news or Wikipedia, or the Python standard library")
+    decoder_steps: int = Field(800, ge=1, le=100_000, description=(
+        "decoder: LM training steps (when no 'decoder' checkpoint is given)"))
+    decoder_d_model: int = Field(128, ge=16, le=512, description="decoder: LM width")
+    decoder_layers: int = Field(4, ge=1, le=12, description="decoder: LM blocks")
+    decoder_vocab: int = Field(1024, ge=257, le=16_000, description="decoder: BPE vocabulary")
+    decoder_chars: int = Field(400_000, ge=1_000, le=20_000_000, description=(
+        "decoder: training characters of the corpus"))
     layers: list[int] = Field([3], min_length=1, max_length=8, description=(
         "hidden-state layers to train on (0 = embeddings, n = last block's output)"))
     max_tokens: int = Field(20_000, ge=64, le=2_000_000, description="activation rows collected")
@@ -121,6 +138,9 @@ class Params(MethodParams):
     def _check(self) -> Params:
         if self.architecture == "topk" and self.k > self.d_sae:
             raise ValueError(f"k={self.k} exceeds d_sae={self.d_sae}")
+        if self.decoder_d_model % 4:
+            raise ValueError(f"decoder_d_model={self.decoder_d_model} must be a multiple of 4 "
+                             "(the decoder has 4 heads)")
         return self
 
     @property
@@ -337,23 +357,13 @@ def _fill_activation_cache(ctx: JobContext, cache: Path, tokenizer: Any, model: 
         for start in range(0, len(sequences), batch):
             ctx.check_cancelled()
             chunk = sequences[start:start + batch]
-            length = max(len(s) for s in chunk)
-            ids = torch.zeros(len(chunk), length, dtype=torch.long)
-            mask = torch.zeros(len(chunk), length, dtype=torch.long)
-            for row, seq in enumerate(chunk):
-                ids[row, :len(seq)] = torch.tensor(seq)
-                mask[row, :len(seq)] = 1
-            hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True
+            ids, real = padded_batch(chunk)
+            hidden = model(input_ids=ids, attention_mask=real.long(), output_hidden_states=True
                            ).hidden_states
-            keep = mask.bool()
+            keep = real
             if not p.include_special:
-                keep &= ~torch.isin(ids, torch.tensor(sorted(special)))
-            for index, state in enumerate(hidden):
-                picked = state[keep].double().numpy()
-                sums[index] += picked.sum(0)
-                squares[index] += picked.T @ picked
-                if index in buffers:
-                    buffers[index].append(picked.astype(np.float32))
+                keep = keep & ~torch.isin(ids, torch.tensor(sorted(special)))
+            accumulate_states(hidden, keep, sums, squares, buffers)
             for row, seq in enumerate(chunk):
                 chosen = keep[row, :len(seq)].numpy()
                 tokens += [display_token(t, wordpiece) for t, k in zip(
@@ -369,6 +379,30 @@ def _fill_activation_cache(ctx: JobContext, cache: Path, tokenizer: Any, model: 
     write_json_atomic(cache / "sequences.json", sequences)
     write_json_atomic(cache / "complete.json", {"rows": rows, "pc1_share": shares,
                                                 "shards": {k: len(v) for k, v in shards.items()}})
+
+
+def padded_batch(chunk: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids padded with 0 at the end, bool mask of the real positions)."""
+    import torch
+
+    ids = torch.zeros(len(chunk), max(len(s) for s in chunk), dtype=torch.long)
+    real = torch.zeros(ids.shape, dtype=torch.bool)
+    for row, seq in enumerate(chunk):
+        ids[row, :len(seq)] = torch.tensor(seq)
+        real[row, :len(seq)] = True
+    return ids, real
+
+
+def accumulate_states(states: Any, keep: torch.Tensor, sums: np.ndarray, squares: np.ndarray,
+                      kept: dict[int, list[np.ndarray]]) -> None:
+    """Add the kept rows of every hidden state to the moments (for the PC1 share of each
+    layer) and keep the chosen layers' rows."""
+    for index, state in enumerate(states):
+        picked = state[keep].double().numpy()
+        sums[index] += picked.sum(0)
+        squares[index] += picked.T @ picked
+        if index in kept:
+            kept[index].append(picked.astype(np.float32))
 
 
 def _open_activation_cache(cache: Path, layers: list[int], description: str) -> Activations:
@@ -402,6 +436,164 @@ def principal_direction(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
     eigenvalues, eigenvectors = np.linalg.eigh(centred.T @ centred / len(x))
     share = float(eigenvalues[-1] / max(eigenvalues.sum(), 1e-30))
     return mean.astype(np.float32), eigenvectors[:, -1].astype(np.float32), share
+
+
+# -- the decoder LM (engine.models.hybrid_lm, trained on real text as hybrid_tokens does) ------
+
+@dataclass
+class DecoderLM:
+    """Our small causal transformer, its BPE tokenizer, and how each token id reads."""
+
+    model: Any
+    tokenizer: Any
+    vocab: list[str]
+    folder: Path
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.model.blocks)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)[0]
+
+
+def load_decoder(folder: str | Path) -> DecoderLM:
+    """A hybrid_tokens / sae_pc1 decoder checkpoint folder (cfg.json + model.safetensors)."""
+    from engine.methods.hybrid_tokens import load_scorer, tokenizer_from_dict
+
+    folder = Path(folder)
+    try:
+        scorer = load_scorer(str(folder))
+        cfg = json.loads((folder / "cfg.json").read_text())
+    except (ValueError, OSError) as exc:
+        raise SAEInputError(f"decoder: {exc}") from None
+    if cfg.get("model") != "hybrid_lm":
+        raise SAEInputError(f"decoder {folder}: not a decoder LM checkpoint (cfg.json's model is "
+                            f"{cfg.get('model')!r}; train one with source 'decoder')")
+    tokenizer = tokenizer_from_dict(cfg["tokenizer"])
+    return DecoderLM(scorer.logits, tokenizer, token_strings(tokenizer), folder)
+
+
+def token_strings(tokenizer: Any) -> list[str]:
+    """Every token id as it reads in running text (byte-level BPE decodes to text)."""
+    if hasattr(tokenizer, "tokenizer"):
+        return [tokenizer.tokenizer.decode([i]) for i in range(tokenizer.vocab_size)]
+    return [bytes([i]).decode("latin-1") for i in range(tokenizer.vocab_size)]
+
+
+def decoder_train_params(p: Params) -> Any:
+    from engine.methods.hybrid_tokens import TrainParams
+
+    return TrainParams(architecture="transformer", corpus=p.corpus, max_chars=p.decoder_chars,
+                       vocab_size=p.decoder_vocab, d_model=p.decoder_d_model,
+                       n_layers=p.decoder_layers, n_heads=4, context=p.max_length,
+                       steps=p.decoder_steps, batch_size=16, eval_every=max(1, p.decoder_steps))
+
+
+def decoder_lm(ctx: JobContext, p: Params, inputs: dict[str, str]) -> DecoderLM:
+    """The ``decoder`` input checkpoint, or one trained here (cached per settings and seed);
+    either way saved as this run's ``checkpoints/decoder`` so steering and later jobs reuse it."""
+    import shutil
+
+    if "decoder" in inputs:
+        lm = load_decoder(inputs["decoder"])
+    else:
+        from engine.methods.hybrid_tokens import checkpoint_cfg, prepare_data, train_lm
+
+        lm_params = decoder_train_params(p)
+        cache = ctx.cache_dir({"decoder_lm": lm_params.model_dump(), "seed": ctx.seed,
+                               "version": 1})
+        if not (cache / "model.safetensors").is_file():
+            ctx.log(f"training the decoder LM on {p.corpus} ({p.decoder_steps} steps)")
+            data = prepare_data(lm_params)
+            model, _ = train_lm(lm_params, data, ctx.seed, ctx.check_cancelled,
+                                lambda step, m: ctx.progress(step, lm_params.steps,
+                                                             lm_loss=m["loss"]))
+            saved = ctx.output_dir / ctx.save_checkpoint(
+                "decoder", model, checkpoint_cfg(model, data, lm_params, ctx.seed))
+            for name in ("model.safetensors", "cfg.json"):
+                shutil.copyfile(saved / name, cache / f".{name}")
+                (cache / f".{name}").replace(cache / name)
+            return load_decoder(saved)
+        lm = load_decoder(cache)
+    cfg = json.loads((lm.folder / "cfg.json").read_text())
+    ctx.save_checkpoint("decoder", lm.model, cfg)
+    return lm
+
+
+def decoder_logits(model: Any, ids: torch.Tensor, layer: int = -1, edit: Any = None
+                   ) -> torch.Tensor:
+    """Next-token logits with ``edit`` applied to the residual stream after ``layer`` blocks
+    (0 = the embeddings); the model's own forward written out so we can reach the stream."""
+    x = model.embed(ids) + model.pos.weight[: ids.shape[1]]
+    for index, block in enumerate(model.blocks):
+        if index == layer:
+            x = edit(x)
+        x = block(x)
+    if layer == len(model.blocks):
+        x = edit(x)
+    return model.ln_f(x) @ model.embed.weight.T
+
+
+def decoder_rest(model: Any, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """Logits from residual-stream states after ``layer`` blocks."""
+    for block in model.blocks[layer:]:
+        x = block(x)
+    return model.ln_f(x) @ model.embed.weight.T
+
+
+def decoder_sequences(lm: DecoderLM, corpus: str, max_tokens: int, length: int
+                      ) -> list[list[int]]:
+    """Documents cut into chunks of ``length`` token ids (at least 4)."""
+    from engine.corpora import load_documents
+
+    sequences, total = [], 0
+    for doc in load_documents(corpus):
+        ids = lm.encode(doc[: length * 12 * 8])
+        for start in range(0, len(ids), length):
+            chunk = ids[start:start + length]
+            if len(chunk) >= 4:
+                sequences.append(chunk)
+                total += len(chunk)
+            if total >= max_tokens:
+                return sequences
+    return sequences
+
+
+def collect_decoder_activations(ctx: JobContext, p: Params, lm: DecoderLM) -> Activations:
+    """Residual-stream states after each chosen number of blocks, one row per token, with the
+    PC1 share at every layer."""
+    import torch
+
+    if p.max_length > lm.model.cfg.max_len:
+        raise SAEInputError(f"max_length={p.max_length} exceeds the decoder's context "
+                            f"{lm.model.cfg.max_len}")
+    bad = [layer for layer in p.layers if layer > lm.n_layers]
+    if bad:
+        raise SAEInputError(f"layers {bad}: the decoder has residual states 0..{lm.n_layers}")
+    sequences = decoder_sequences(lm, p.corpus, p.max_tokens, p.max_length)
+    if not sequences:
+        raise SAEInputError(f"corpus {p.corpus!r} gave no text for the decoder")
+    width, n_states = lm.model.cfg.d_model, lm.n_layers + 1
+    sums, squares = np.zeros((n_states, width)), np.zeros((n_states, width, width))
+    kept: dict[int, list[np.ndarray]] = {layer: [] for layer in p.layers}
+    with torch.no_grad():
+        for start in range(0, len(sequences), 16):
+            ctx.check_cancelled()
+            chunk = sequences[start:start + 16]
+            ids, real = padded_batch(chunk)  # causal: padding at the end changes nothing
+            states = [lm.model.embed(ids) + lm.model.pos.weight[: ids.shape[1]]]
+            for block in lm.model.blocks:
+                states.append(block(states[-1]))
+            accumulate_states(states, real, sums, squares, kept)
+            ctx.progress(start + len(chunk), len(sequences), sequences_collected=start + len(chunk))
+    rows = sum(len(s) for s in sequences)
+    tokens = [lm.vocab[i] for seq in sequences for i in seq]
+    sequence_ids = np.repeat(np.arange(len(sequences)), [len(s) for s in sequences])
+    return Activations({layer: np.concatenate(parts) for layer, parts in kept.items()}, tokens,
+                       sequence_ids,
+                       {i: pc1_share_from_moments(sums[i], squares[i], rows)
+                        for i in range(n_states)}, sequences, f"decoder LM on {p.corpus}")
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -629,6 +821,67 @@ def spliced_importance(sae: SparseAutoencoder, model: Any, layer: int,
         return importance / (int(ordinary.sum()) * float(scale)), splice_error
 
 
+def spliced_ce_importance(sae: SparseAutoencoder, lm: DecoderLM, layer: int,
+                          sequences: list[list[int]], check: Any) -> tuple[np.ndarray, float]:
+    """Zero-ablation importance for the decoder LM: the residual stream after ``layer`` blocks
+    is replaced by the SAE's reconstruction; importance of latent i = the mean increase in
+    next-token cross-entropy (nats/token) when i is zeroed in that reconstruction. Also returns
+    the splice error: the cross-entropy increase of the spliced over the unmodified model."""
+    import torch
+    from torch.nn import functional as F
+
+    model = lm.model
+    length = min(len(s) for s in sequences)
+    ids = torch.tensor([s[:length] for s in sequences])
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    captured: dict[str, torch.Tensor] = {}
+
+    def grab(x: torch.Tensor) -> torch.Tensor:
+        captured["x"] = x
+        return x
+
+    def sequence_ce(states: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        logits = decoder_rest(model, layer, states)
+        return F.cross_entropy(logits.transpose(1, 2), targets[rows], reduction="none").sum(-1)
+
+    with torch.no_grad():
+        clean = decoder_logits(model, inputs, layer, grab)
+        clean_ce = F.cross_entropy(clean.transpose(1, 2), targets, reduction="none").sum()
+        hidden = captured["x"]
+        out = sae(hidden.reshape(-1, hidden.shape[-1]))
+        spliced = out.x_hat.view_as(hidden)
+        codes = out.codes.view(*hidden.shape[:2], -1)
+        base = sequence_ce(spliced, list(range(len(ids))))
+        n_tokens = targets.numel()
+        importance = np.zeros(sae.cfg.d_sae)
+        pairs = [(int(latent), int(seq)) for seq, latent in (codes > 0).any(1).nonzero()]
+        for start in range(0, len(pairs), 32):
+            check()
+            chunk = pairs[start:start + 32]
+            rows = [seq for _, seq in chunk]
+            states = spliced[rows].clone()
+            for row, (latent, seq) in enumerate(chunk):
+                states[row] -= codes[seq, :, latent, None] * sae.W_dec[latent]
+            increase = sequence_ce(states, rows) - base[rows]
+            for row, (latent, _) in enumerate(chunk):
+                importance[latent] += float(increase[row])
+        return importance / n_tokens, float((base.sum() - clean_ce) / n_tokens)
+
+
+def output_tokens(lm: DecoderLM, decoder: np.ndarray, count: int) -> list[list[tuple[str, float]]]:
+    """Logit lens: each decoder direction through the final norm's gain (the norm centres and
+    rescales; its direction-changing part is the gain) and the tied unembedding; the ``count``
+    tokens it promotes most, with their logit per unit of the feature."""
+    import torch
+
+    with torch.no_grad():
+        directions = torch.as_tensor(decoder, dtype=torch.float32)
+        directions = (directions - directions.mean(-1, keepdim=True)) * lm.model.ln_f.weight
+        values, indices = (directions @ lm.model.embed.weight.T).topk(count, dim=-1)
+    return [[(lm.vocab[int(i)], float(v)) for i, v in zip(row_i, row_v, strict=True)]
+            for row_i, row_v in zip(indices, values, strict=True)]
+
+
 @dataclass
 class VariantAnalysis:
     """One layer and variant (raw or bypass): its seeds' SAEs and the cross-seed measures."""
@@ -657,7 +910,13 @@ def analyse_variant(trained: list[TrainedSAE], x: np.ndarray, p: Params, model: 
     recon = [reconstruction_importance(t.sae, x) for t in trained]
     splice_error = math.nan
     importance, kind = recon, "reconstruction error increase"
-    if model is not None and p.importance_sequences and sequences:
+    if isinstance(model, DecoderLM) and p.importance_sequences and sequences:
+        spliced_ce = [spliced_ce_importance(t.sae, model, layer, sequences, check)
+                      for t in trained]
+        importance = [imp for imp, _ in spliced_ce]
+        splice_error = float(np.mean([err for _, err in spliced_ce]))
+        kind = "spliced: next-token cross-entropy increase (nats/token)"
+    elif model is not None and p.importance_sequences and sequences:
         spliced = [spliced_importance(t.sae, model, layer, sequences, special_ids, check)
                    for t in trained]
         if all(result is not None for result in spliced):
@@ -707,8 +966,10 @@ def saelens_cfg(cfg: SAEConfig, layer: int, model_name: str, dataset: str) -> di
 
 
 def feature_rows(analysis: VariantAnalysis, codes: tuple[np.ndarray, np.ndarray],
-                 tokens: list[str]) -> list[list]:
-    """Seed 0's features: id, density, importance, reproducibility, Hungarian, top tokens."""
+                 tokens: list[str], promoted: list[list[tuple[str, float]]] | None = None
+                 ) -> list[list]:
+    """Seed 0's features: id, density, importance, reproducibility, Hungarian, top tokens (and
+    for a decoder LM the output tokens each feature promotes)."""
     indices, values = codes
     width = analysis.trained[0].sae.cfg.d_sae
     active = values > 0
@@ -724,6 +985,8 @@ def feature_rows(analysis: VariantAnalysis, codes: tuple[np.ndarray, np.ndarray]
                      float(analysis.reconstruction_importance[0][i]),
                      _plain(analysis.best_cosine[0, i]), _plain(analysis.hungarian_cosine[0, i]),
                      " ".join(words)])
+        if promoted is not None:
+            rows[-1].append(" ".join(repr(token) for token, _ in promoted[i]))
     return rows
 
 
@@ -770,8 +1033,10 @@ def feature_contexts(feature: int, rows: np.ndarray, codes: tuple[np.ndarray, np
 
 
 def save_browsing_artifacts(ctx: JobContext, analysis: VariantAnalysis, acts: Activations,
-                            x: np.ndarray, p: Params) -> dict[str, str]:
-    """Seed 0 of a variant: codes per token, feature table, contexts per feature, histogram."""
+                            x: np.ndarray, p: Params, lm: DecoderLM | None = None
+                            ) -> dict[str, str]:
+    """Seed 0 of a variant: codes per token, feature table, contexts per feature (with the
+    logit-lens output tokens for a decoder LM), histogram."""
     first = analysis.trained[0]
     codes = encode_rows(first.sae, x, STORED_CODES if p.architecture == "standard" else p.k)
     prefix = first.name
@@ -779,18 +1044,23 @@ def save_browsing_artifacts(ctx: JobContext, analysis: VariantAnalysis, acts: Ac
         f"{prefix}/code_indices": ctx.save_artifact(f"{prefix}-code_indices", codes[0]),
         f"{prefix}/code_values": ctx.save_artifact(f"{prefix}-code_values", codes[1]),
     }
-    rows = feature_rows(analysis, codes, acts.tokens)
+    promoted = None if lm is None else output_tokens(lm, first.sae.W_dec.detach().numpy(),
+                                                     TOP_TOKENS)
+    rows = feature_rows(analysis, codes, acts.tokens, promoted)
     outputs[f"{prefix}/features"] = ctx.save_artifact(f"{prefix}-features", {
         "columns": ["feature", "density", "importance", "recon_importance", "reproducibility",
-                    "hungarian", "top_tokens"],
+                    "hungarian", "top_tokens", *(["output_tokens"] if promoted else [])],
         "rows": rows, "importance": analysis.importance_kind, "sae": first.name,
         "other_seeds": [t.name for t in analysis.trained[1:]]})
     top = top_rows_per_feature(*codes, p.d_sae, p.contexts)
     folder = ctx.output_dir / "artifacts" / "contexts" / prefix
     for feature in range(p.d_sae):
-        if len(top[feature]):
-            write_json_atomic(folder / f"{feature}.json", feature_contexts(
-                feature, top[feature], codes, acts.tokens, acts.sequence_ids, p.context_window))
+        if len(top[feature]) or promoted:
+            page = feature_contexts(feature, top[feature], codes, acts.tokens, acts.sequence_ids,
+                                    p.context_window)
+            if promoted:
+                page["output_tokens"] = [[token, value] for token, value in promoted[feature]]
+            write_json_atomic(folder / f"{feature}.json", page)
     density = np.array([row[1] for row in rows])
     live = np.log10(density[density > 0])
     counts, edges = np.histogram(live, bins=30) if live.size else (np.zeros(1), np.zeros(2))
@@ -886,6 +1156,10 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
         if p.layers != [0]:
             ctx.log("source 'files': one array, trained as layer 0")
         layers = [0]
+    elif p.source == "decoder":
+        model = decoder_lm(ctx, p, inputs)
+        acts = collect_decoder_activations(ctx, p, model)
+        model_name, layers = f"studio decoder LM ({model.folder.name})", p.layers
     else:
         acts = collect_model_activations(ctx, p)
         tokenizer, model, folder = load_model(p.model_path)
@@ -897,6 +1171,8 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
     total = len(layers) * len(p.variants) * len(seeds) * p.steps
     analyses: list[VariantAnalysis] = []
     outputs: dict[str, Any] = {"checkpoints": {}}
+    if p.source == "decoder":
+        outputs["decoder"] = "checkpoints/decoder"
     torch.manual_seed(ctx.seed)
     for index, layer in enumerate(layers):
         x = np.array(acts.layers[layer], dtype=np.float32)  # into memory, writable
@@ -912,7 +1188,8 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
                     f"all {analysis.all_recovery:.3f}")
             for t in trained:
                 outputs["checkpoints"][t.name] = save_sae(ctx, t, p, model_name)
-            outputs.update(save_browsing_artifacts(ctx, analysis, acts, x, p))
+            outputs.update(save_browsing_artifacts(
+                ctx, analysis, acts, x, p, model if isinstance(model, DecoderLM) else None))
     outputs["tokens"] = ctx.save_artifact("tokens", acts.tokens, kind="json")
     outputs["sequence_ids"] = ctx.save_artifact("sequence_ids", acts.sequence_ids)
     outputs.update(save_summary(ctx, analyses, acts, p))
@@ -920,6 +1197,85 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
                                       for a in analyses}
     outputs["pc1_share_by_layer"] = acts.pc1_share_by_layer
     return outputs
+
+
+# -- sae_pc1.steer -----------------------------------------------------------------------------
+
+class SteerParams(MethodParams):
+    """Add alpha times one SAE feature's decoder direction to the decoder LM's residual stream
+    and compare greedy continuations with and without it."""
+
+    feature: int = Field(0, ge=0, description="SAE latent whose decoder direction is added")
+    alpha: float = Field(8.0, ge=-1000, le=1000, description=(
+        "steering strength, in residual-stream units (the direction has unit norm)"))
+    prompt: str = Field("The", min_length=1, max_length=2000, description="text to continue")
+    new_tokens: int = Field(24, ge=1, le=256, description="tokens generated (greedy)")
+
+
+def greedy_continuation(lm: DecoderLM, prompt_ids: list[int], new_tokens: int, layer: int,
+                        edit: Any) -> list[int]:
+    """Greedy decoding (deterministic, so alpha = 0 gives exactly the unsteered text) with
+    ``edit`` applied to the residual stream after ``layer`` blocks at every position."""
+    import torch
+
+    ids = list(prompt_ids)
+    limit = lm.model.cfg.max_len
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            window = torch.tensor([ids[-limit:]])
+            ids.append(int(decoder_logits(lm.model, window, layer, edit)[0, -1].argmax()))
+    return ids[len(prompt_ids):]
+
+
+def steer(lm: DecoderLM, direction: np.ndarray, layer: int, p: SteerParams
+          ) -> tuple[str, str]:
+    """(unsteered, steered) continuations of ``p.prompt``."""
+    import torch
+
+    prompt_ids = lm.encode(p.prompt)
+    if not prompt_ids:
+        raise SAEInputError("prompt: it encodes to no tokens")
+    shift = p.alpha * torch.as_tensor(direction, dtype=torch.float32)
+    plain = greedy_continuation(lm, prompt_ids, p.new_tokens, layer, lambda x: x)
+    steered = greedy_continuation(lm, prompt_ids, p.new_tokens, layer, lambda x: x + shift)
+    return tuple(lm.tokenizer.tokenizer.decode(ids) if hasattr(lm.tokenizer, "tokenizer")
+                 else "".join(lm.vocab[i] for i in ids) for ids in (plain, steered))
+
+
+def run_steer(ctx: JobContext, p: SteerParams, inputs: dict[str, str]) -> dict:
+    from engine.io import FormatError
+    from engine.io.sae import read_sae
+
+    for name in ("decoder", "sae"):
+        if name not in inputs:
+            raise SAEInputError(f"steering needs the input {name!r} (a checkpoint folder of a "
+                                f"sae_pc1.train run with source 'decoder')")
+    lm = load_decoder(inputs["decoder"])
+    try:
+        sae = read_sae(inputs["sae"])
+    except FormatError as exc:
+        raise SAEInputError(f"sae: {exc}") from None
+    decoder = sae.weights["W_dec"]
+    if p.feature >= len(decoder):
+        raise SAEInputError(f"feature={p.feature}: the SAE has features 0..{len(decoder) - 1}")
+    if decoder.shape[1] != lm.model.cfg.d_model:
+        raise SAEInputError(f"sae: width {decoder.shape[1]} does not match the decoder LM's "
+                            f"{lm.model.cfg.d_model}")
+    layer = int(sae.cfg.get("hook_layer", sae.cfg.get("metadata", {}).get("hook_layer", -1)))
+    if not 0 <= layer <= lm.n_layers:
+        raise SAEInputError(f"sae: hook_layer {layer} is not a residual layer 0..{lm.n_layers} "
+                            "of the decoder LM")
+    unit = decoder[p.feature] / max(float(np.linalg.norm(decoder[p.feature])), 1e-12)
+    plain, steered = steer(lm, unit, layer, p)
+    ctx.log(f"feature {p.feature}, alpha {p.alpha}, layer {layer}\n  without: {plain!r}\n"
+            f"  with:    {steered!r}")
+    ctx.progress(1, 1)
+    table = ctx.save_artifact("steering", {
+        "columns": ["alpha", "prompt", "continuation"],
+        "rows": [[0.0, p.prompt, plain], [p.alpha, p.prompt, steered]],
+        "feature": p.feature, "layer": layer, "sae": str(inputs["sae"])})
+    return {"steering": table, "unsteered": plain, "steered": steered, "feature": p.feature,
+            "alpha": p.alpha, "layer": layer}
 
 
 # -- sae_pc1.reproduce -------------------------------------------------------------------------
@@ -1035,12 +1391,21 @@ SPECS = [
     MethodSpec(
         id=f"{PAPER}.train", title="SAEs across seeds, with and without the PC1 bypass",
         paper=PAPER, params=Params, run=run_train, panel="sae",
-        inputs={"activations": "array", "tokens": "file"},
+        inputs={"activations": "array", "tokens": "file", "decoder": "checkpoint"},
         outputs={"checkpoints": "checkpoint", "summary": "table", "anisotropy": "plot"},
         resources=Resources(cpus=1, memory_gb=3),
         description=("Caches a model's activations over real text, trains TopK or ReLU+L1 SAEs "
                      "for several seeds with and without the PC1 bypass, and measures anisotropy, "
                      "cross-seed reproducibility, zero-ablation importance and top-50 recovery."),
+    ),
+    MethodSpec(
+        id=f"{PAPER}.steer", title="Steer the decoder LM with an SAE feature", paper=PAPER,
+        params=SteerParams, run=run_steer, panel="sae",
+        inputs={"decoder": "checkpoint", "sae": "checkpoint"},
+        outputs={"steering": "table"}, resources=Resources(cpus=1, memory_gb=1),
+        description=("Adds alpha times a feature's decoder direction to the decoder LM's "
+                     "residual stream at the SAE's layer and shows the greedy continuation of a "
+                     "prompt with and without it."),
     ),
     reproduce_spec(PAPER, "Top-50 feature recovery across seeds, raw vs PC1 bypass", run_reproduce,
                    params=ReproduceSAEParams, panel="sae", resources=Resources(cpus=1,

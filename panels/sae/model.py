@@ -5,7 +5,9 @@ A run folder holds, per SAE variant (seed 0 of raw or bypass, per layer), a feat
 ``<sae>-code_values.npy``, memory-mapped), the top contexts of each feature
 (``artifacts/contexts/<sae>/<id>.json``, ``token_heat`` views) and the SAELens checkpoints of
 all seeds (``checkpoints/<name>/``). Everything is read with numpy and safetensors-numpy: the
-GUI never imports torch. A bare SAELens folder opens too (decoder neighbours only).
+GUI never imports torch. A bare SAELens folder opens too (decoder neighbours only). A run on
+the decoder LM (``source="decoder"``) also holds the LM (``checkpoints/decoder``), which
+``sae_pc1.steer`` jobs use, and each feature's logit-lens output tokens in its context file.
 
 Labels and notes of features are ``SetFeatureNote`` commands (``panels.api.EditCommand``); the
 view pushes them through ``host.push_edit`` so they are undoable and autosaved.
@@ -115,6 +117,7 @@ class FeaturePage:
     matches: list[tuple[str, int, float]]  # (other seed's SAE, feature, cosine)
     label: str = ""
     note: str = ""
+    output_tokens: str = ""              # decoder LM: tokens the decoder direction promotes
 
 
 class SAEBrowserModel:
@@ -239,12 +242,31 @@ class SAEBrowserModel:
             best = int(np.argmax(other))
             matches.append((name, best, float(other[best])))
         note = self.notes.get(self.current_sae, {}).get(feature, {})
+        contexts = self.contexts(feature)
         return FeaturePage(feature, float(t.density[feature]), float(t.importance[feature]),
                            float(t.reproducibility[feature]), float(t.hungarian[feature]),
-                           t.top_tokens[feature], self.contexts(feature),
+                           t.top_tokens[feature], contexts,
                            self.activations(feature),
                            [(int(i), float(cos[i])) for i in near if np.isfinite(cos[i])],
-                           matches, note.get("label", ""), note.get("note", ""))
+                           matches, note.get("label", ""), note.get("note", ""),
+                           _output_tokens(contexts))
+
+    @property
+    def decoder_checkpoint(self) -> Path | None:
+        """The run's decoder LM (steerable), or None for encoder, file and bare SAEs."""
+        folder = None if self.run_dir is None else self.run_dir / "checkpoints" / "decoder"
+        return folder if folder is not None and (folder / "cfg.json").is_file() else None
+
+    def steer_job(self, feature: int, alpha: float, prompt: str, new_tokens: int
+                  ) -> tuple[dict, dict]:
+        """(params, inputs) of a ``sae_pc1.steer`` job for a feature of the current SAE."""
+        if self.decoder_checkpoint is None:
+            raise ValueError("steering needs a run on the decoder LM (source 'decoder')")
+        params = {"feature": int(feature), "alpha": float(alpha), "prompt": prompt,
+                  "new_tokens": int(new_tokens)}
+        inputs = {"decoder": str(self.decoder_checkpoint),
+                  "sae": str(self.run_dir / "checkpoints" / self.current_sae)}
+        return params, inputs
 
     def contexts(self, feature: int) -> dict | None:
         if self.run_dir is None:
@@ -315,6 +337,7 @@ class SAEBrowserModel:
                  ("density", _fmt(page.density)), ("importance", _fmt(page.importance)),
                  ("reproducibility (best cosine)", _fmt(page.reproducibility)),
                  ("Hungarian cosine", _fmt(page.hungarian)), ("top tokens", page.top_tokens),
+                 ("output tokens (logit lens)", page.output_tokens or "—"),
                  ("importance measured as", self.table.importance_kind or "—")]
         parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>"
                  f"{html.escape(title)}</title><style>body{{font-family:sans-serif;"
@@ -341,6 +364,11 @@ class SAEBrowserModel:
                   for n, i, c in page.matches]
         parts.append("</ul></body></html>")
         return "".join(parts)
+
+
+def _output_tokens(contexts: dict | None) -> str:
+    listed = (contexts or {}).get("output_tokens") or []
+    return " ".join(repr(token) for token, _ in listed)
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:

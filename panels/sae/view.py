@@ -4,8 +4,10 @@ browse their features by importance, density and cross-seed reproducibility.
 Left, tabs: the sortable feature table, the feature-density histogram, the run's summary
 figures, and the ``sae_pc1.train`` form. Right, the feature page: label and note (undoable,
 autosaved through the host), the top activating contexts as a token heat map, the activation
-histogram, decoder neighbours and the best match in every other seed. The search box answers
-"which features fire here" for a word. Exports: a feature dashboard as HTML or PNG.
+histogram, decoder neighbours and the best match in every other seed; for a run on the decoder
+LM also the tokens the feature promotes (logit lens) and a Steer box that runs ``sae_pc1.steer``
+through the host and shows the continuation with and without the feature added. The search box
+answers "which features fire here" for a word. Exports: a feature dashboard as HTML or PNG.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
+    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGroupBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -29,6 +33,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPushButton,
     QScrollArea,
+    QSpinBox,
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
@@ -44,6 +49,7 @@ from panels.widgets.schema_form import SchemaForm
 from panels.widgets.token_text import TokenHeatView
 
 TRAIN_METHOD = "sae_pc1.train"
+STEER_METHOD = "sae_pc1.steer"
 COLUMNS = ["feature", "label", "density", "importance", "reproducibility", "hungarian",
            "top tokens"]
 NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
@@ -170,7 +176,36 @@ class SAEPanel(QWidget):
         layout.addWidget(self.contexts_view, 3)
         layout.addWidget(self.histogram, 2)
         layout.addLayout(lists, 2)
+        layout.addWidget(self._build_steer_box())
         return self.feature_page
+
+    def _build_steer_box(self) -> QGroupBox:
+        self.steer_box = QGroupBox("Steer the decoder LM with this feature")
+        self.steer_prompt = QLineEdit("The")
+        self.steer_prompt.setPlaceholderText("prompt to continue")
+        self.steer_alpha = QDoubleSpinBox()
+        self.steer_alpha.setRange(-1000, 1000)
+        self.steer_alpha.setValue(8.0)
+        self.steer_alpha.setToolTip("added: alpha x the feature's unit decoder direction")
+        self.steer_tokens = QSpinBox()
+        self.steer_tokens.setRange(1, 256)
+        self.steer_tokens.setValue(24)
+        self.steer_button = QPushButton("Steer")
+        self.steer_button.clicked.connect(self.steer)
+        self.steer_result = QLabel("")
+        self.steer_result.setWordWrap(True)
+        self.steer_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        row = QHBoxLayout()
+        for label, widget in (("alpha", self.steer_alpha), ("tokens", self.steer_tokens)):
+            row.addWidget(QLabel(label))
+            row.addWidget(widget)
+        row.addWidget(self.steer_button)
+        form = QFormLayout(self.steer_box)
+        form.addRow("Prompt", self.steer_prompt)
+        form.addRow(row)
+        form.addRow(self.steer_result)
+        self.steer_box.setEnabled(False)
+        return self.steer_box
 
     def _build_train_tab(self) -> QWidget:
         tab = QWidget()
@@ -268,7 +303,9 @@ class SAEPanel(QWidget):
         self.stats_label.setText(
             f"density {_fmt(page.density)} · importance {_fmt(page.importance)} · "
             f"reproducibility {_fmt(page.reproducibility)} (Hungarian {_fmt(page.hungarian)})"
-            f" · top tokens: {page.top_tokens or '—'}")
+            f" · top tokens: {page.top_tokens or '—'}"
+            + (f" · promotes: {page.output_tokens}" if page.output_tokens else ""))
+        self.steer_box.setEnabled(self.model.decoder_checkpoint is not None)
         self.label_edit.setText(page.label)
         self.note_edit.setText(page.note)
         self.contexts_view.set_data(page.contexts or {"title": "no contexts stored",
@@ -372,6 +409,41 @@ class SAEPanel(QWidget):
         self.jobs[job] = TRAIN_METHOD
         self.run_status.setText(f"{TRAIN_METHOD}: {job} queued")
 
+    # -- steering ------------------------------------------------------------------------------
+    def steer(self) -> None:
+        """Submit ``sae_pc1.steer`` for the shown feature with the box's prompt and alpha."""
+        if self.page is None:
+            return
+        try:
+            params, inputs = self.model.steer_job(self.page.feature, self.steer_alpha.value(),
+                                                  self.steer_prompt.text(),
+                                                  self.steer_tokens.value())
+        except ValueError as exc:
+            self.steer_result.setText(str(exc))
+            return
+        self.steer_result.setText(f"Submitting {STEER_METHOD}…")
+
+        def accepted(job: str) -> None:
+            self.jobs[job] = STEER_METHOD
+            self.steer_result.setText(f"{STEER_METHOD}: {job} queued")
+
+        self.host.submit_job(STEER_METHOD, params, inputs=inputs, on_accepted=accepted,
+                             on_error=lambda message: self.steer_result.setText(
+                                 f"Not started: {message}"))
+
+    def _show_steering(self, job: str, outputs: dict) -> None:
+        if "steered" not in outputs:  # the result event names files only: read the table
+            table = Path(self.host.run_dir(job)) / "artifacts" / "steering.json"
+            rows = json.loads(table.read_text())["rows"] if table.is_file() else []
+            outputs = {"unsteered": rows[0][2], "steered": rows[1][2],
+                       "alpha": rows[1][0]} if len(rows) == 2 else {}
+        if not outputs:
+            self.steer_result.setText(f"{STEER_METHOD}: {job} gave no continuation")
+            return
+        self.steer_result.setText(f"without: {self.steer_prompt.text()}"
+                                  f"{outputs['unsteered']}\nwith alpha {outputs['alpha']:g}: "
+                                  f"{self.steer_prompt.text()}{outputs['steered']}")
+
     def _rejected(self, message: str) -> None:
         if self.form is not None:
             self.form.set_errors(errors_from_message(message))
@@ -386,6 +458,13 @@ class SAEPanel(QWidget):
         if job not in self.jobs:
             return
         content = envelope.get("content") or {}
+        if self.jobs[job] == STEER_METHOD:
+            if kind == "job_result":
+                self._show_steering(job, content.get("outputs") or {})
+            elif kind == "job_state" and content.get("state") in ("failed", "cancelled"):
+                self.steer_result.setText(f"{STEER_METHOD}: {job} {content['state']}: "
+                                          f"{content.get('reason', '')}")
+            return
         if kind == "job_state":
             reason = content.get("reason", "")
             self.run_status.setText(f"{TRAIN_METHOD}: {job} {content.get('state', '')}"

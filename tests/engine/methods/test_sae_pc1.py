@@ -259,3 +259,116 @@ def test_smoke_reproduce_reports_both_criteria(tmp_path):
     assert [c["target"] for c in claim["criteria"]] == [0.2, 0.7]
     assert all(math.isfinite(c["measured"]) and c["paper"] for c in claim["criteria"])
     assert "MiniLM layer 3" in claim["notes"]
+
+
+# -- the decoder LM: activations, cross-entropy splicing, output tokens, steering ---------------
+
+def tiny_decoder(**overrides) -> sae_pc1.Params:
+    values = dict(source="decoder", corpus="news", decoder_steps=40, bypass="off",
+                  decoder_d_model=32, decoder_layers=2, decoder_vocab=300, decoder_chars=20_000,
+                  max_tokens=1200, max_length=32, layers=[1], d_sae=64, k=4, seeds=2, steps=30,
+                  batch_size=256, aux_k=16, top_n=10, contexts=3, context_window=2,
+                  importance_sequences=3, importance_length=16)
+    return sae_pc1.Params(**{**values, **overrides})
+
+
+@pytest.fixture(scope="module")
+def decoder_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("decoder")
+    ctx = JobContext("d", root / "run", emit=lambda e: None, seed=0, cache_root=root / "cache")
+    return root, TRAIN.run(ctx, tiny_decoder(), {})
+
+
+def identity_sae(width: int) -> SparseAutoencoder:
+    """ReLU SAE with latents +e_j and -e_j: its reconstruction is exactly x."""
+    eye = np.eye(width, dtype=np.float32)
+    tensors = {"W_enc": np.concatenate([eye, -eye], 1), "b_enc": np.zeros(2 * width),
+               "W_dec": np.concatenate([eye, -eye], 0), "b_dec": np.zeros(width)}
+    return sae_from_tensors(SAEConfig(d_in=width, d_sae=2 * width, architecture="standard"),
+                            tensors)
+
+
+def test_decoder_activations_have_the_lm_width_and_its_tokens(decoder_run):
+    root, outputs = decoder_run
+    lm = sae_pc1.load_decoder(root / "run" / outputs["decoder"])
+    p = tiny_decoder(layers=[0, 2])
+    acts = sae_pc1.collect_decoder_activations(
+        JobContext("a", root / "acts", emit=lambda e: None, seed=0), p, lm)
+    assert set(acts.layers) == {0, 2} and acts.layers[2].shape == (len(acts.tokens), 32)
+    assert len(acts.tokens) == sum(map(len, acts.sequences)) >= 1200
+    first = acts.sequences[0]
+    assert "".join(acts.tokens[:len(first)]) == lm.tokenizer.tokenizer.decode(first)
+    with torch.no_grad():  # layer 0 = token + position embeddings of the first sequence
+        ids = torch.tensor(first)
+        embedded = lm.model.embed(ids) + lm.model.pos.weight[:len(first)]
+    np.testing.assert_allclose(acts.layers[0][:len(first)], embedded.numpy(), atol=1e-5)
+    assert set(acts.pc1_share_by_layer) == {0, 1, 2}
+    table = json.loads((root / "run" / outputs["L1-raw-s0/features"]).read_text())
+    assert table["importance"].startswith("spliced: next-token cross-entropy")
+    assert table["columns"][-1] == "output_tokens" and table["rows"][0][-1]
+    page = json.loads((root / "run/artifacts/contexts/L1-raw-s0/0.json").read_text())
+    assert len(page["output_tokens"]) == sae_pc1.TOP_TOKENS
+
+
+def test_decoder_checkpoint_is_saved_cached_and_reused(decoder_run):
+    root, outputs = decoder_run
+    saved = root / "run" / outputs["decoder"]
+    cached = list((root / "cache").glob("*/model.safetensors"))
+    assert len(cached) == 1 and cached[0].read_bytes() == (saved / "model.safetensors").read_bytes()
+    with pytest.raises(sae_pc1.SAEInputError, match="decoder"):
+        TRAIN.run(JobContext("x", root / "bad", emit=lambda e: None, seed=0), tiny_decoder(),
+                  {"decoder": str(root / "run" / outputs["L1-raw-s0/features"])})
+    with pytest.raises(sae_pc1.SAEInputError, match="layers"):
+        TRAIN.run(JobContext("y", root / "bad2", emit=lambda e: None, seed=0),
+                  tiny_decoder(layers=[5]), {"decoder": str(saved)})
+
+
+def test_spliced_cross_entropy_importance_on_the_decoder(decoder_run):
+    root, outputs = decoder_run
+    lm = sae_pc1.load_decoder(root / "run" / outputs["decoder"])
+    sequences = sae_pc1.decoder_sequences(lm, "news", 200, 16)[:4]
+    importance, splice_error = sae_pc1.spliced_ce_importance(
+        identity_sae(32), lm, 1, sequences, lambda: None)
+    assert splice_error == pytest.approx(0.0, abs=1e-5)  # exact reconstruction loses nothing
+    assert importance.max() > 0 and importance.sum() > 0
+    latent = int(importance.argmax())  # check it against an explicit ablation
+    sign, axis = (1.0 if latent < 32 else -1.0), latent % 32
+    ids = torch.tensor([s[:16] for s in sequences])
+
+    def ablate(x):
+        x = x.clone()
+        x[..., axis] -= sign * torch.relu(sign * x[..., axis])
+        return x
+
+    with torch.no_grad():
+        def ce(edit):
+            logits = sae_pc1.decoder_logits(lm.model, ids[:, :-1], 1, edit)
+            return torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:])
+        explicit = float(ce(ablate) - ce(lambda x: x))
+    assert importance[latent] == pytest.approx(explicit, rel=1e-3, abs=1e-6)
+    trained_error = json.loads((root / "run" / outputs["summary"]).read_text())
+    assert trained_error["rows"][0][trained_error["columns"].index("splice_error")] > 0
+
+
+def test_steering_alpha_zero_is_unsteered_and_a_large_alpha_changes_it(decoder_run):
+    root, outputs = decoder_run
+    steer = SPECS["sae_pc1.steer"]
+    inputs = {"decoder": str(root / "run" / outputs["decoder"]),
+              "sae": str(root / "run" / outputs["checkpoints"]["L1-raw-s0"])}
+    results = []
+    for alpha in (0.0, 60.0):
+        ctx = JobContext(f"s{alpha}", root / f"steer{alpha}", emit=lambda e: None, seed=0)
+        params = steer.params(feature=3, alpha=alpha, prompt="The government said",
+                              new_tokens=12)
+        results.append(steer.run(ctx, params, inputs))
+    assert results[0]["steered"] == results[0]["unsteered"]
+    assert results[1]["unsteered"] == results[0]["unsteered"]
+    assert results[1]["steered"] != results[1]["unsteered"]
+    table = json.loads((root / "steer60.0" / results[1]["steering"]).read_text())
+    assert table["rows"][1][2] == results[1]["steered"] and table["layer"] == 1
+    with pytest.raises(sae_pc1.SAEInputError, match="feature=999"):
+        steer.run(JobContext("e", root / "err", emit=lambda e: None, seed=0),
+                  steer.params(feature=999), inputs)
+    with pytest.raises(sae_pc1.SAEInputError, match="'sae'"):
+        steer.run(JobContext("f", root / "err2", emit=lambda e: None, seed=0),
+                  steer.params(), {"decoder": inputs["decoder"]})

@@ -197,3 +197,50 @@ def test_train_form_submits_and_opens_the_result(panel, host, run_dir):
     panel.form.set_values({"k": 5000})
     panel.run()
     assert "Not started" in panel.run_status.text() or panel.form.errors()
+
+
+@pytest.fixture(scope="module")
+def decoder_run_dir(tmp_path_factory) -> Path:
+    """A tiny real run on our decoder LM: the run also holds the LM (checkpoints/decoder)."""
+    root = tmp_path_factory.mktemp("sae_decoder_run")
+    params = sae_pc1.Params(source="decoder", decoder_steps=20, decoder_d_model=32,
+                            decoder_layers=2, decoder_vocab=300, decoder_chars=10_000,
+                            max_tokens=600, max_length=32, layers=[1], d_sae=32, k=4, seeds=1,
+                            bypass="off", steps=20, batch_size=128, aux_k=8, top_n=5,
+                            contexts=2, context_window=2, importance_sequences=2,
+                            importance_length=12)
+    sae_pc1.run_train(JobContext("d", root / "run", emit=lambda e: None, seed=0,
+                                 cache_root=root / "cache"), params, {})
+    return root / "run"
+
+
+def test_steer_box_submits_the_job_and_shows_both_continuations(panel, host, decoder_run_dir,
+                                                                run_dir):
+    assert panel.open_path(run_dir)
+    panel.show_feature(0)
+    assert not panel.steer_box.isEnabled()  # activations from files: nothing to steer
+    assert panel.open_path(decoder_run_dir)
+    panel.show_feature(2)
+    assert panel.steer_box.isEnabled() and "promotes:" in panel.stats_label.text()
+    panel.steer_prompt.setText("The city")
+    panel.steer_alpha.setValue(40.0)
+    panel.steer_tokens.setValue(6)
+    panel.steer_button.click()
+    submitted = host.submitted[-1]
+    assert submitted["method"] == "sae_pc1.steer"
+    assert submitted["params"] == {"feature": 2, "alpha": 40.0, "prompt": "The city",
+                                   "new_tokens": 6}
+    assert submitted["inputs"] == {"decoder": str(decoder_run_dir / "checkpoints" / "decoder"),
+                                   "sae": str(decoder_run_dir / "checkpoints" / "L1-raw-s0")}
+    job = next(j for j, method in panel.jobs.items() if method == "sae_pc1.steer")
+    assert "queued" in panel.steer_result.text()
+    steer = next(spec for spec in sae_pc1.SPECS if spec.id == "sae_pc1.steer")
+    out_dir = Path(host.run_dir(job))  # the real method, then the host's result event
+    steer.run(JobContext(job, out_dir, emit=lambda e: None, seed=0),
+              steer.params(**submitted["params"]), submitted["inputs"])
+    host.emit(job, "job_result", outputs={"steering": "artifacts/steering.json"})
+    rows = json.loads((out_dir / "artifacts" / "steering.json").read_text())["rows"]
+    shown = panel.steer_result.text()
+    assert f"without: The city{rows[0][2]}" in shown and f"with alpha 40: The city{rows[1][2]}" \
+        in shown
+    assert panel.table.rowCount() == 32  # the browser stayed on the decoder run
