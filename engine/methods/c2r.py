@@ -51,7 +51,7 @@ from engine.api import (
 from engine.crowd import render as R
 from engine.crowd import social_force as sf
 from engine.crowd import stats
-from engine.io.crowd import Scene, encode_mp4, read_scene, read_tracks
+from engine.io.crowd import Scene, Tracks, encode_mp4, read_scene, read_tracks
 from engine.plots import plot, series
 
 if TYPE_CHECKING:
@@ -586,6 +586,8 @@ class GenerateParams(MethodParams):
                         "built-in one)")
     domain: Literal["real", "synthetic"] = Field("real", description="the look to generate")
     max_frames: int = Field(24, ge=1, le=1000, description="frames generated")
+    start_frame: int = Field(0, ge=0, le=100_000, description="first frame generated (the "
+                             "previewer regenerates a frame range)")
     sample_steps: int = Field(20, ge=1, le=200, description="DDIM steps")
 
 
@@ -605,6 +607,16 @@ def load_renderer(folder: str | Path) -> tuple[Any, dict]:
     return model, cfg
 
 
+def tracks_to_arrays(tracks: Tracks) -> tuple[np.ndarray, np.ndarray]:
+    """(T, N, 2) positions and (T, N) presence from tracks (row = the t-th frame id)."""
+    frames, peds = tracks.frames, tracks.ids
+    rows, cols = np.searchsorted(frames, tracks.frame), np.searchsorted(peds, tracks.ped)
+    positions = np.zeros((len(frames), len(peds), 2))
+    alive = np.zeros((len(frames), len(peds)), bool)
+    positions[rows, cols], alive[rows, cols] = tracks.xy, True
+    return positions, alive
+
+
 def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     if not inputs.get("checkpoint"):
         raise ValueError("c2r.generate needs a 'checkpoint' input (a c2r.train checkpoint)")
@@ -612,13 +624,17 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     scene = read_scene(inputs["scene"]) if inputs.get("scene") else Scene.model_validate(
         DEMO_SCENE)
     prompt = params.prompt or scene.prompt or PROMPTS[0][0]
-    sim, groups = sf.simulate_scene(scene, sf.SocialForceParams(), ctx.seed,
-                                    ctx.check_cancelled)
+    if inputs.get("tracks"):  # the previewer's edited paths, walked as they are
+        positions, alive = tracks_to_arrays(read_tracks(inputs["tracks"]))
+    else:
+        sim, _ = sf.simulate_scene(scene, sf.SocialForceParams(), ctx.seed, ctx.check_cancelled)
+        positions, alive = sim.positions, sim.alive
     size, window = cfg["image_size"], cfg["frames"]
-    count = min(params.max_frames, scene.frames)
+    first = min(params.start_frame, len(positions) - 1)
+    count = min(params.max_frames, len(positions) - first)
     count = max(window, count - count % window)
-    colors = R.flat_colors(len(groups), ctx.seed)
-    coarse = R.render_clip(scene, sim.positions, sim.alive, colors, size, size, count)
+    colors = R.flat_colors(positions.shape[1], ctx.seed)
+    coarse = R.render_clip(scene, positions, alive, colors, size, size, first + count)[first:]
     while len(coarse) < count:  # a scene shorter than one window: hold its last frame
         coarse.append(coarse[-1])
     silhouette = np.stack([f.silhouette for f in coarse])
@@ -641,6 +657,7 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
         "coarse_frames": ctx.save_artifact("coarse_frames", flat),
         "silhouettes": ctx.save_artifact("silhouettes", silhouette),
         "summary": {"prompt": prompt, "domain": params.domain, "frames": len(frames),
+                    "start_frame": first,
                     "windows": len(control), "note": "frames are generated in independent "
                     f"windows of {window}; consistency holds within a window"},
     }
@@ -807,7 +824,7 @@ SPECS: list[MethodSpec] = [
     MethodSpec(
         id="c2r.generate", title="Coarse render to real-style clip", paper=PAPER,
         params=GenerateParams, run=run_generate, panel="crowd",
-        inputs={"checkpoint": "checkpoint", "scene": "scene"},
+        inputs={"checkpoint": "checkpoint", "scene": "scene", "tracks": "trajectories"},
         outputs={"video": "file", "coarse_video": "file", "frames": "array"},
         resources=Resources(cpus=1, memory_gb=1),
         description="Simulates and coarsely renders a scene, then generates its clip (MP4)."),

@@ -4,24 +4,34 @@ and trajectories to overlay.
 Clips (coarse render, generated, real footage; any number) are (T, H, W, 3) uint8 arrays read
 through ``engine.io.crowd`` (videos, frame folders, ``.npy`` frame stacks from runs). Playback
 runs on the longest clip; a shorter clip holds its last frame. ``composite`` lays the current
-frames side by side at one height, which is what the view shows and exports. Trajectories
-(``Tracks``) are drawn over a clip when they are in its pixels (MOT), and otherwise in a
-top-down map of their own extent, each with its id and a trail of the last few samples.
+frames side by side at one height, which is what the view shows and exports; ``wipe`` shows
+two clips in one frame, split at a draggable column. Trajectories (``Tracks``) are drawn over a
+clip when they are in its pixels (MOT), and otherwise in a top-down map of their own extent,
+each with its id and a trail of the last few samples.
+
+Edits (the prompt of the next generation, a waypoint of a person's path) are command objects
+(``panels.api.EditCommand``) pushed through ``host.push_edit``, so they are undoable and
+autosaved; ``decode`` turns their JSON back into commands. Exports (MP4, GIF, CSV) write
+atomically: a crash leaves the old file or the new one.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from engine.io.crowd import Tracks, read_clip, read_tracks
+from engine.atomic import write_bytes_atomic
+from engine.io.crowd import Tracks, encode_mp4, read_clip, read_tracks
 from panels.lab.model import Events
 
 TRAIL_SAMPLES = 8
 MAP_SIZE_PX = 256
 MAP_MARGIN_PX = 12
+WIPE_DIVIDER_RGB = (255, 255, 255)
 
 
 @dataclass
@@ -40,7 +50,15 @@ class CrowdModel:
         self.fps = 10.0
         self.frame = 0
         self.tracks: Tracks | None = None
-        self.events = Events("clips", "frame", "tracks")
+        self.prompt = ""
+        self.control_silhouettes: np.ndarray | None = None  # (T, H, W) bool from a c2r run
+        self._map_frames: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        self.events = Events("clips", "frame", "tracks", "prompt")
+
+    @property
+    def document(self) -> str:
+        """The id of the edit history (one per opened trajectory file)."""
+        return f"crowd:{self.tracks.path if self.tracks is not None else ''}"
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -70,6 +88,7 @@ class CrowdModel:
 
     def load_tracks(self, path: str | Path) -> None:
         self.tracks = read_tracks(path)
+        self._map_frames = {}
         self.events.emit("tracks", count=len(self.tracks.ids))
 
     # -- playback --------------------------------------------------------------------------
@@ -105,6 +124,112 @@ class CrowdModel:
         height = height or max(f.shape[0] for f in frames)
         return np.concatenate([_resize_height(f, height) for f in frames], axis=1)
 
+    def wipe(self, left: str, right: str, position: float, height: int | None = None
+             ) -> np.ndarray:
+        """``left``'s current frame up to column ``position`` (0-1 of the width), ``right``'s
+        after it, with a one-pixel divider; ``right`` is scaled to ``left``'s size."""
+        a = self.frame_of(left)
+        height = height or a.shape[0]
+        a = _resize_height(a, height)
+        b = _resize(self.frame_of(right), height, a.shape[1])
+        split = int(round(np.clip(position, 0.0, 1.0) * a.shape[1]))
+        out = np.concatenate([a[:, :split], b[:, split:]], axis=1)
+        out[:, min(split, out.shape[1] - 1)] = WIPE_DIVIDER_RGB
+        return out
+
+    def view_frames(self, start: int, stop: int, wipe: tuple[str, str, float] | None = None,
+                    height: int | None = None) -> np.ndarray:
+        """(stop - start, H, W, 3): what the view shows at frames ``start`` .. ``stop - 1``,
+        side by side or, given (left, right, position), wiped. The current frame is kept."""
+        start, stop = max(0, start), min(stop, self.frame_count)
+        if stop <= start:
+            raise ValueError(f"empty frame range {start + 1}..{stop}")
+        kept, frames = self.frame, []
+        try:
+            for index in range(start, stop):
+                self.frame = index
+                frames.append(self.wipe(*wipe, height=height) if wipe
+                              else self.composite(height))
+        finally:
+            self.frame = kept
+        return np.stack(frames)
+
+    def clip_pair(self) -> tuple[str, str] | None:
+        """(generated, control) clip names for the metrics: ``generated`` and ``coarse`` when
+        present, else the second clip against the first."""
+        names = list(self.clips)
+        if "generated" in self.clips:
+            control = "coarse" if "coarse" in self.clips else next(
+                (n for n in names if n != "generated"), None)
+            return ("generated", control) if control or self.control_silhouettes is not None \
+                else None
+        return (names[1], names[0]) if len(names) >= 2 else None
+
+    # -- edits -----------------------------------------------------------------------------
+
+    def set_prompt(self, text: str) -> None:
+        self.prompt = text
+        self.events.emit("prompt", text=text)
+
+    def move_waypoint(self, ped: int, frame_id: int, xy: tuple[float, float]) -> None:
+        """Put pedestrian ``ped`` at ``xy`` at frame id ``frame_id`` (an existing sample)."""
+        row = self._sample_row(ped, frame_id)
+        self.tracks.xy[row] = xy
+        self.events.emit("tracks", count=len(self.tracks.ids))
+
+    def waypoint(self, ped: int, frame_id: int) -> tuple[float, float]:
+        x, y = self.tracks.xy[self._sample_row(ped, frame_id)]
+        return float(x), float(y)
+
+    def _sample_row(self, ped: int, frame_id: int) -> int:
+        if self.tracks is None:
+            raise ValueError("no trajectories are open")
+        rows = np.flatnonzero((self.tracks.ped == ped) & (self.tracks.frame == frame_id))
+        if not len(rows):
+            raise ValueError(f"pedestrian {ped} has no sample at frame {frame_id}")
+        return int(rows[0])
+
+    def nearest_waypoint(self, col: float, row: float, width: int = MAP_SIZE_PX,
+                         height: int = MAP_SIZE_PX, radius_px: float = 8.0
+                         ) -> tuple[int, int] | None:
+        """(ped, frame id) of the current marker nearest to a map pixel, within
+        ``radius_px``."""
+        if self.tracks is None:
+            return None
+        frame_id = int(self.tracks.frames[min(self.frame, len(self.tracks.frames) - 1)])
+        best, chosen = radius_px, None
+        for marker in self.markers(width, height):
+            distance = float(np.hypot(marker.x - col, marker.y - row))
+            if distance <= best:
+                best, chosen = distance, (marker.id, frame_id)
+        return chosen
+
+    def map_to_world(self, col: float, row: float, width: int = MAP_SIZE_PX,
+                     height: int = MAP_SIZE_PX) -> tuple[float, float]:
+        """The inverse of the map's projection (identity for pixel tracks)."""
+        if self.tracks.units == "px":
+            return float(col), float(row)
+        lo, scale = self._map_frame(width, height)
+        return (float(lo[0] + (col - MAP_MARGIN_PX) / scale),
+                float(lo[1] + (height - MAP_MARGIN_PX - row) / scale))
+
+    # -- export ----------------------------------------------------------------------------
+
+    def export_video(self, path: str | os.PathLike, frames: np.ndarray) -> Path:
+        """MP4 (H.264) or GIF of ``frames`` at the clips' rate, by the suffix of ``path``."""
+        target = Path(path)
+        suffix = target.suffix.lower()
+        if suffix == ".mp4":
+            return write_bytes_atomic(target, encode_mp4(frames, self.fps))
+        if suffix == ".gif":
+            return write_bytes_atomic(target, encode_gif(frames, self.fps))
+        raise ValueError(f"{target}: choose .mp4 or .gif")
+
+    def export_tracks_csv(self, path: str | os.PathLike) -> Path:
+        if self.tracks is None:
+            raise ValueError("no trajectories are open")
+        return write_bytes_atomic(path, self.tracks.to_csv().encode())
+
     # -- trajectories ----------------------------------------------------------------------
 
     def markers(self, width: int = MAP_SIZE_PX, height: int = MAP_SIZE_PX) -> list[Marker]:
@@ -127,9 +252,7 @@ class CrowdModel:
     def _to_view(self, width: int, height: int):
         if self.tracks.units == "px":
             return lambda xy: np.asarray(xy, float)
-        lo, hi = self.tracks.xy.min(0), self.tracks.xy.max(0)
-        span = np.maximum(hi - lo, 1e-6)
-        scale = min((width - 2 * MAP_MARGIN_PX) / span[0], (height - 2 * MAP_MARGIN_PX) / span[1])
+        lo, scale = self._map_frame(width, height)
 
         def to_view(xy: np.ndarray) -> np.ndarray:
             xy = np.asarray(xy, float)
@@ -139,11 +262,97 @@ class CrowdModel:
 
         return to_view
 
+    def _map_frame(self, width: int, height: int) -> tuple[np.ndarray, float]:
+        """The map's origin (world) and scale (pixels per unit). Fixed once tracks load, so a
+        dragged waypoint does not rescale the map under the pointer."""
+        if (width, height) not in self._map_frames:
+            lo, hi = self.tracks.xy.min(0), self.tracks.xy.max(0)
+            span = np.maximum(hi - lo, 1e-6)
+            self._map_frames[width, height] = (
+                lo.copy(), float(min((width - 2 * MAP_MARGIN_PX) / span[0],
+                                     (height - 2 * MAP_MARGIN_PX) / span[1])))
+        return self._map_frames[width, height]
+
+
+def encode_gif(frames: np.ndarray, fps: float) -> bytes:
+    """The bytes of a looping GIF of (T, H, W, 3) uint8 frames (ffmpeg's GIF encoder)."""
+    from engine.io.crowd import _ffmpeg
+
+    frames = np.asarray(frames, dtype=np.uint8)
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "clip.gif"
+        writer = _ffmpeg().write_frames(str(target), (frames.shape[2], frames.shape[1]),
+                                        fps=fps, codec="gif", pix_fmt_out="rgb8",
+                                        macro_block_size=1, ffmpeg_log_level="error",
+                                        output_params=["-loop", "0"])
+        writer.send(None)
+        for frame in frames:
+            writer.send(np.ascontiguousarray(frame))
+        writer.close()
+        return target.read_bytes()
+
+
+@dataclass
+class SetPrompt:
+    """The prompt of the next generation (old value kept for undo)."""
+
+    value: str
+    previous: str = ""
+    label: str = "Change the prompt"
+
+    def apply(self, model: CrowdModel) -> None:
+        model.set_prompt(self.value)
+
+    def revert(self, model: CrowdModel) -> None:
+        model.set_prompt(self.previous)
+
+    def to_json(self) -> dict:
+        return {"type": "set_prompt", "value": self.value, "previous": self.previous}
+
+
+@dataclass
+class MoveWaypoint:
+    """Move pedestrian ``ped``'s sample at ``frame_id`` from ``previous`` to ``xy``."""
+
+    ped: int
+    frame_id: int
+    xy: tuple[float, float]
+    previous: tuple[float, float]
+
+    @property
+    def label(self) -> str:
+        return f"Move person {self.ped} at frame {self.frame_id}"
+
+    def apply(self, model: CrowdModel) -> None:
+        model.move_waypoint(self.ped, self.frame_id, self.xy)
+
+    def revert(self, model: CrowdModel) -> None:
+        model.move_waypoint(self.ped, self.frame_id, self.previous)
+
+    def to_json(self) -> dict:
+        return {"type": "move_waypoint", "ped": self.ped, "frame_id": self.frame_id,
+                "xy": list(self.xy), "previous": list(self.previous)}
+
+
+def decode(data: dict) -> SetPrompt | MoveWaypoint:
+    """A saved edit back as a command (``host.restore_edits``)."""
+    kind = data.get("type")
+    if kind == "set_prompt":
+        return SetPrompt(str(data["value"]), str(data.get("previous", "")))
+    if kind == "move_waypoint":
+        return MoveWaypoint(int(data["ped"]), int(data["frame_id"]),
+                            tuple(float(v) for v in data["xy"]),
+                            tuple(float(v) for v in data["previous"]))
+    raise ValueError(f"not a crowd edit: {kind!r}")
+
+
+def _resize(frame: np.ndarray, height: int, width: int) -> np.ndarray:
+    rows = (np.arange(height) * frame.shape[0] / height).astype(int)
+    cols = (np.arange(width) * frame.shape[1] / width).astype(int)
+    return frame[rows][:, cols]
+
 
 def _resize_height(frame: np.ndarray, height: int) -> np.ndarray:
     if frame.shape[0] == height:
         return frame
-    width = max(1, round(frame.shape[1] * height / frame.shape[0]))
-    rows = (np.arange(height) * frame.shape[0] / height).astype(int)
-    cols = (np.arange(width) * frame.shape[1] / width).astype(int)
-    return frame[rows][:, cols]
+    return _resize(frame, height, max(1, round(frame.shape[1] * height / frame.shape[0])))

@@ -1,5 +1,5 @@
-"""The crowd previewer panel: clips side by side in sync, frame stepping and scrubbing,
-trajectories with ids, and buttons that run the C2R methods through the host.
+"""The crowd previewer panel: clips side by side or wiped, in sync, frame stepping and
+scrubbing, trajectories with ids, per-frame metrics, exports, edits and the C2R methods.
 
 Left, the clips (coarse, generated, real; any video, frame folder or run's frame array) drawn
 next to each other at one height, with MOT-style tracks drawn over the first clip. Right, a
@@ -7,39 +7,117 @@ top-down map of metric tracks (ETH/UCY, CSV, a simulation's trajectories) with e
 id and trail. A QTimer plays all of them at the clips' rate; the slider and the step buttons
 move one frame index shared by everything. Files open by drag and drop or the Open buttons;
 a finished c2r job's coarse and generated frames and its trajectories open by themselves.
+Below, a live plot of the generated clip's per-frame silhouette IoU with the control and its
+frame-to-frame difference (``panels.crowd.metrics``, computed on a worker thread), with the
+current frame marked. "Wipe" shows two chosen clips in one view split at a divider that the
+mouse drags. Exports: the view as MP4 or GIF and PNG frames of a range, the trajectories as
+CSV (written on a worker thread, atomically). Edits: the prompt, and a person's waypoint
+dragged on the track map; both undoable through ``host.push_edit``; "Regenerate" submits
+``c2r.generate`` with the prompt, the edited tracks and the frame range.
 Nothing here imports torch: the methods run in the engine.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QPointF, Qt, QTimer
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QObject, QPointF, QRunnable, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSlider,
+    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
 )
 
+from engine.atomic import write_bytes_atomic
 from engine.io import FormatError, detect
-from panels.crowd.model import MAP_SIZE_PX, CrowdModel, Marker
+from panels.crowd.metrics import FrameMetrics, clip_metrics
+from panels.crowd.model import (
+    MAP_SIZE_PX,
+    CrowdModel,
+    Marker,
+    MoveWaypoint,
+    SetPrompt,
+    decode,
+)
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)
 RUN_OUTPUTS = {"coarse_rgb": "coarse", "coarse_frames": "coarse", "frames": "generated"}
+MODE_SIDE_BY_SIDE, MODE_WIPE = "Side by side", "Wipe"
+GENERATE_METHOD = "c2r.generate"
+
+
+class _Signals(QObject):
+    finished = Signal(object)
+    failed = Signal(str)
+
+
+class _Task(QRunnable):
+    """``work()`` on the thread pool; ``done(result)`` or ``failed(message)`` on the Qt main
+    thread (the signals object lives there, so the connection is queued)."""
+
+    def __init__(self, work: Callable[[], Any], done: Callable[[Any], None],
+                 failed: Callable[[str], None]) -> None:
+        super().__init__()
+        self.work = work
+        self.signals = _Signals()
+        self.signals.finished.connect(done)
+        self.signals.failed.connect(failed)
+
+    def run(self) -> None:
+        try:
+            result = self.work()
+        except Exception as exc:  # reported to the user, never lost on the worker thread
+            self.signals.failed.emit(str(exc) or type(exc).__name__)
+            return
+        self.signals.finished.emit(result)
+
+
+class PointerLabel(QLabel):
+    """A QLabel that reports mouse presses, drags and releases in its pixmap's pixels."""
+
+    def __init__(self, on_press: Callable[[float, float], None],
+                 on_drag: Callable[[float, float], None],
+                 on_release: Callable[[float, float], None]) -> None:
+        super().__init__("")
+        self.on_press, self.on_drag, self.on_release = on_press, on_drag, on_release
+
+    def pixmap_point(self, event) -> tuple[float, float]:
+        pixmap = self.pixmap()
+        position = event.position()
+        if pixmap is None or pixmap.isNull():
+            return position.x(), position.y()
+        left = (self.width() - pixmap.width()) / 2 if self.alignment() & \
+            Qt.AlignmentFlag.AlignHCenter else 0
+        top = (self.height() - pixmap.height()) / 2 if self.alignment() & \
+            Qt.AlignmentFlag.AlignVCenter else 0
+        return position.x() - left, position.y() - top
+
+    def mousePressEvent(self, event) -> None:
+        self.on_press(*self.pixmap_point(event))
+
+    def mouseMoveEvent(self, event) -> None:
+        self.on_drag(*self.pixmap_point(event))
+
+    def mouseReleaseEvent(self, event) -> None:
+        self.on_release(*self.pixmap_point(event))
 
 
 def to_qimage(rgb) -> QImage:
-    import numpy as np
-
     data = np.ascontiguousarray(rgb, dtype=np.uint8)
     height, width = data.shape[:2]
     return QImage(data.data, width, height, 3 * width, QImage.Format.Format_RGB888).copy()
@@ -66,12 +144,22 @@ class CrowdPanel(QWidget):
         self.host = host
         self.model = CrowdModel()
         self.jobs: dict[str, str] = {}
+        self.checkpoint: str | None = None  # the last c2r.train checkpoint folder
+        self.metrics: FrameMetrics | None = None
+        self.wipe_position = 0.5
+        self._metrics_generation = 0
+        self._tasks: set[_Task] = set()
+        self._dragging: tuple[int, int] | None = None
+        self._drag_start: tuple[float, float] | None = None
+        self.pool = QThreadPool(self)
+        self.pool.setMaxThreadCount(1)
         self.timer = QTimer(self)
         self.timer.timeout.connect(lambda: self.model.step(1, wrap=True))
         self._build()
         self.model.events.connect("frame", lambda index: self.redraw())
         self.model.events.connect("clips", lambda names: self._on_content())
         self.model.events.connect("tracks", lambda count: self._on_content())
+        self.model.events.connect("prompt", self._show_prompt)
         self._unsubscribe = host.subscribe(self._on_host_event)
         self.setAcceptDrops(True)
         self.redraw()
@@ -103,23 +191,99 @@ class CrowdPanel(QWidget):
                        self.play_button, self.forward_button, self.slider, self.frame_label,
                        self.simulate_button, self.export_button):
             bar.addWidget(widget)
-        self.clips_label = QLabel("Drop videos, frame folders or trajectory files here")
+        self.clips_label = PointerLabel(self._wipe_to, self._wipe_to, lambda x, y: None)
+        self.clips_label.setText("Drop videos, frame folders or trajectory files here")
         self.clips_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.clip_names = QLabel("")
-        self.map_label = QLabel("")
+        self.map_label = PointerLabel(self._press_map, self._drag_map, self._release_map)
         self.map_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.map_label.setToolTip("drag a person to move their path at this frame (undoable)")
         self.status = QLabel("")
         left = QWidget()
         left_layout = QVBoxLayout(left)
+        left_layout.addLayout(self._build_compare_bar())
         left_layout.addWidget(self.clip_names)
         left_layout.addWidget(self.clips_label, 1)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
         splitter.addWidget(self.map_label)
+        self.metrics_plot = pg.PlotWidget()
+        self.metrics_plot.setMaximumHeight(160)
+        self.metrics_plot.addLegend(offset=(-10, 5))
+        self.metrics_plot.setLabel("bottom", "frame")
+        self.metrics_plot.setYRange(0, 1)
+        self.iou_curve = self.metrics_plot.plot([], [], name="silhouette IoU with control",
+                                                pen=pg.mkPen((90, 200, 120), width=2))
+        self.difference_curve = self.metrics_plot.plot([], [], name="frame-to-frame difference",
+                                                       pen=pg.mkPen((230, 150, 60), width=2))
+        self.frame_line = pg.InfiniteLine(0, angle=90, pen=pg.mkPen((200, 200, 200)))
+        self.metrics_plot.addItem(self.frame_line)
+        self.metrics_label = QLabel("")
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
+        layout.addWidget(self.metrics_plot)
+        layout.addWidget(self.metrics_label)
+        layout.addLayout(self._build_export_bar())
+        layout.addLayout(self._build_edit_bar())
         layout.addWidget(self.status)
+
+    def _build_compare_bar(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.mode_box = QComboBox()
+        self.mode_box.addItems([MODE_SIDE_BY_SIDE, MODE_WIPE])
+        self.mode_box.currentTextChanged.connect(lambda _: self.redraw())
+        self.wipe_left = QComboBox()
+        self.wipe_right = QComboBox()
+        for box in (self.wipe_left, self.wipe_right):
+            box.currentTextChanged.connect(lambda _: self.redraw())
+        row.addWidget(self.mode_box)
+        row.addWidget(QLabel("wipe:"))
+        row.addWidget(self.wipe_left)
+        row.addWidget(QLabel("|"))
+        row.addWidget(self.wipe_right)
+        row.addStretch(1)
+        return row
+
+    def _build_export_bar(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.range_start = QSpinBox()
+        self.range_end = QSpinBox()
+        for box in (self.range_start, self.range_end):
+            box.setRange(1, 1)
+        self.export_video_button = QPushButton("Export MP4/GIF…")
+        self.export_video_button.clicked.connect(lambda: self._ask_path(
+            "Export the view as video", "clip.mp4", "MP4 (*.mp4);;GIF (*.gif)",
+            self.export_video))
+        self.export_frames_button = QPushButton("Export PNG frames…")
+        self.export_frames_button.clicked.connect(self.choose_frames_folder)
+        self.export_csv_button = QPushButton("Export tracks CSV…")
+        self.export_csv_button.clicked.connect(lambda: self._ask_path(
+            "Export trajectories", "tracks.csv", "CSV (*.csv)", self.export_tracks_csv))
+        row.addWidget(QLabel("frames"))
+        row.addWidget(self.range_start)
+        row.addWidget(QLabel("to"))
+        row.addWidget(self.range_end)
+        for widget in (self.export_video_button, self.export_frames_button,
+                       self.export_csv_button):
+            row.addWidget(widget)
+        row.addStretch(1)
+        return row
+
+    def _build_edit_bar(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.prompt_edit = QLineEdit()
+        self.prompt_edit.setPlaceholderText("prompt of the next generation (empty: the scene's)")
+        self.prompt_edit.editingFinished.connect(lambda: self.edit_prompt(
+            self.prompt_edit.text()))
+        self.regenerate_button = QPushButton("Regenerate frames")
+        self.regenerate_button.setToolTip("c2r.generate with this prompt and the edited tracks, "
+                                          "for the frame range (needs a c2r.train checkpoint)")
+        self.regenerate_button.clicked.connect(self.regenerate)
+        row.addWidget(QLabel("prompt"))
+        row.addWidget(self.prompt_edit, 1)
+        row.addWidget(self.regenerate_button)
+        return row
 
     # -- opening files ---------------------------------------------------------------------
 
@@ -128,6 +292,9 @@ class CrowdPanel(QWidget):
         try:
             if path.suffix.lower() != ".npy" and detect(path).name in TRACK_FORMATS:
                 self.model.load_tracks(path)
+                restored = self.restore_edits()
+                if restored:
+                    self.status.setText(f"{path.name}: {restored} saved edit(s) restored")
             else:
                 self.model.load_clip(name or path.stem, path)
         except (FormatError, ValueError, OSError) as exc:
@@ -171,11 +338,111 @@ class CrowdPanel(QWidget):
         self.slider.setValue(self.model.frame)
         self.slider.blockSignals(False)
         self.clip_names.setText("   |   ".join(self.model.clips))
+        last = self.model.frame_count
+        whole = self.range_end.value() == self.range_end.maximum()
+        for box in (self.range_start, self.range_end):
+            box.setMaximum(last)
+        if whole:  # a range the user chose survives edits; the whole clip stays whole
+            self.range_end.setValue(last)
+        names = list(self.model.clips)
+        for box, default in ((self.wipe_left, 0), (self.wipe_right, 1)):
+            chosen = box.currentText()
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(names)
+            if chosen in names:
+                box.setCurrentText(chosen)
+            elif names:
+                box.setCurrentIndex(min(default, len(names) - 1))
+            box.blockSignals(False)
+        self.refresh_metrics()
         self.redraw()
 
+    # -- metrics ---------------------------------------------------------------------------
+
+    def refresh_metrics(self) -> None:
+        """Recompute the per-frame metrics on the worker thread; a newer request wins."""
+        self._metrics_generation += 1
+        pair = self.model.clip_pair()
+        if pair is None:
+            self.metrics = None
+            self._show_metrics()
+            return
+        generated = self.model.clips[pair[0]]
+        control = self.model.control_silhouettes if self.model.control_silhouettes is not None \
+            else self.model.clips[pair[1]]
+        generation = self._metrics_generation
+        self.metrics_label.setText(f"computing metrics of {pair[0]} against "
+                                   f"{pair[1] or 'the control silhouettes'}…")
+
+        def done(metrics: FrameMetrics) -> None:
+            if generation == self._metrics_generation:
+                self.metrics = metrics
+                self._show_metrics()
+
+        self.run_in_pool(lambda: clip_metrics(generated, control), done,
+                         lambda message: self.metrics_label.setText(f"metrics failed: "
+                                                                    f"{message}"))
+
+    def _show_metrics(self) -> None:
+        metrics = self.metrics
+        if metrics is None:
+            self.iou_curve.setData([], [])
+            self.difference_curve.setData([], [])
+            self.metrics_label.setText("metrics: open a generated clip and its control "
+                                       "(coarse) clip")
+            return
+        frames = np.arange(1, len(metrics.silhouette_iou) + 1)
+        self.iou_curve.setData(frames, metrics.silhouette_iou)
+        self.difference_curve.setData(frames, metrics.frame_difference)
+        self._show_frame_metrics()
+
+    def _show_frame_metrics(self) -> None:
+        self.frame_line.setValue(self.model.frame + 1)
+        metrics = self.metrics
+        if metrics is None:
+            return
+        index = min(self.model.frame, len(metrics.silhouette_iou) - 1)
+        self.metrics_label.setText(
+            f"frame {index + 1}: silhouette IoU {metrics.silhouette_iou[index]:.3f}, "
+            f"frame-to-frame difference {metrics.frame_difference[index]:.3f}   (clip mean IoU "
+            f"{metrics.silhouette_iou.mean():.3f})")
+
+    def run_in_pool(self, work: Callable[[], Any], done: Callable[[Any], None],
+                    failed: Callable[[str], None]) -> None:
+        task = _Task(work, done, failed)
+        task.setAutoDelete(False)
+        self._tasks.add(task)
+        task.signals.finished.connect(lambda _: self._tasks.discard(task))
+        task.signals.failed.connect(lambda _: self._tasks.discard(task))
+        self.pool.start(task)
+
+    # -- wipe ------------------------------------------------------------------------------
+
+    def set_mode(self, mode: str) -> None:
+        self.mode_box.setCurrentText(mode)
+
+    def wipe_pair(self) -> tuple[str, str, float] | None:
+        left, right = self.wipe_left.currentText(), self.wipe_right.currentText()
+        if self.mode_box.currentText() != MODE_WIPE or left not in self.model.clips \
+                or right not in self.model.clips:
+            return None
+        return left, right, self.wipe_position
+
+    def set_wipe_position(self, position: float) -> None:
+        self.wipe_position = float(np.clip(position, 0.0, 1.0))
+        self.redraw()
+
+    def _wipe_to(self, x: float, y: float) -> None:
+        pixmap = self.clips_label.pixmap()
+        if self.wipe_pair() is not None and pixmap is not None and pixmap.width():
+            self.set_wipe_position(x / pixmap.width())
+
     def current_image(self) -> QImage:
-        """The clips side by side, tracks in pixels drawn over the first clip."""
-        image = to_qimage(self.model.composite(VIEW_HEIGHT_PX))
+        """The clips side by side (or wiped), tracks in pixels drawn over the first clip."""
+        wipe = self.wipe_pair()
+        image = to_qimage(self.model.wipe(*wipe, height=VIEW_HEIGHT_PX) if wipe
+                          else self.model.composite(VIEW_HEIGHT_PX))
         tracks = self.model.tracks
         if tracks is not None and tracks.units == "px" and self.model.clips:
             first = next(iter(self.model.clips.values()))
@@ -202,6 +469,7 @@ class CrowdPanel(QWidget):
             self.slider.setValue(self.model.frame)
             self.slider.blockSignals(False)
         self.frame_label.setText(f"{self.model.frame + 1} / {self.model.frame_count}")
+        self._show_frame_metrics()
 
     # -- export ----------------------------------------------------------------------------
 
@@ -221,6 +489,121 @@ class CrowdPanel(QWidget):
             image = joined
         if not image.save(str(path), "PNG"):
             raise OSError(f"{path}: could not write the PNG")
+
+    def frame_range(self) -> tuple[int, int]:
+        """(start, stop) frame indices of the range boxes (1-based, inclusive, in the UI)."""
+        return self.range_start.value() - 1, self.range_end.value()
+
+    def export_video(self, path: str | os.PathLike) -> None:
+        """The view (side by side or wiped) over the frame range as MP4 or GIF, encoded on
+        the worker thread."""
+        try:
+            frames = self.model.view_frames(*self.frame_range(), wipe=self.wipe_pair(),
+                                            height=VIEW_HEIGHT_PX)
+        except ValueError as exc:
+            self.host.show_error("Export failed", str(exc))
+            return
+        self._export(lambda: self.model.export_video(path, frames), path)
+
+    def export_frames(self, folder: str | os.PathLike) -> None:
+        """PNG frames of the view over the frame range: ``frame_0001.png`` ..."""
+        start, stop = self.frame_range()
+        try:
+            frames = self.model.view_frames(start, stop, wipe=self.wipe_pair(),
+                                            height=VIEW_HEIGHT_PX)
+        except ValueError as exc:
+            self.host.show_error("Export failed", str(exc))
+            return
+        encoded = [png_bytes(frame) for frame in frames]  # QImage encoding: main thread
+        target = Path(folder)
+
+        def write() -> Path:
+            for number, data in enumerate(encoded, start=start + 1):
+                write_bytes_atomic(target / f"frame_{number:04d}.png", data)
+            return target
+
+        self._export(write, folder)
+
+    def export_tracks_csv(self, path: str | os.PathLike) -> None:
+        self._export(lambda: self.model.export_tracks_csv(path), path)
+
+    def _export(self, write: Callable[[], Any], target: str | os.PathLike) -> None:
+        self.status.setText(f"Exporting {target}…")
+        self.run_in_pool(write, lambda _: self.status.setText(f"Exported {target}"),
+                         lambda message: self.host.show_error("Export failed",
+                                                              f"{target}: {message}"))
+
+    def choose_frames_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export PNG frames into")
+        if folder:
+            self.export_frames(folder)
+
+    def _ask_path(self, title: str, default: str, name_filter: str,
+                  then: Callable[[str], None]) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, title, default, name_filter)
+        if path:
+            then(path)
+
+    # -- edits -----------------------------------------------------------------------------
+
+    def edit_prompt(self, text: str) -> None:
+        if text != self.model.prompt:
+            self.host.push_edit(self.model.document, SetPrompt(text, self.model.prompt),
+                                self.model)
+
+    def _show_prompt(self, text: str) -> None:
+        if self.prompt_edit.text() != text:
+            self.prompt_edit.setText(text)
+
+    def _press_map(self, x: float, y: float) -> None:
+        self._dragging = self.model.nearest_waypoint(x, y)
+        self._drag_start = (x, y)
+
+    def _drag_map(self, x: float, y: float) -> None:
+        if self._dragging is None:
+            return
+        image = self.map_image()
+        painter = QPainter(image)
+        painter.setPen(QPen(QColor(255, 255, 255), 1.5, Qt.PenStyle.DashLine))
+        painter.drawLine(QPointF(*self._drag_start), QPointF(x, y))
+        painter.end()
+        self.map_label.setPixmap(QPixmap.fromImage(image))
+
+    def _release_map(self, x: float, y: float) -> None:
+        chosen, self._dragging = self._dragging, None
+        if chosen is None or (x, y) == self._drag_start:
+            self.redraw()
+            return
+        self.move_waypoint(*chosen, self.model.map_to_world(x, y))
+
+    def move_waypoint(self, ped: int, frame_id: int, xy: tuple[float, float]) -> None:
+        command = MoveWaypoint(ped, frame_id, (float(xy[0]), float(xy[1])),
+                               self.model.waypoint(ped, frame_id))
+        self.host.push_edit(self.model.document, command, self.model)
+
+    def restore_edits(self) -> int:
+        """Replay the autosaved edits of the open tracks (after a crash)."""
+        restore = getattr(self.host, "restore_edits", None)
+        return restore(self.model.document, self.model, decode) if callable(restore) else 0
+
+    def regenerate(self) -> None:
+        """``c2r.generate`` with the prompt, the (edited) tracks and the frame range."""
+        if self.checkpoint is None:
+            self.host.show_error(GENERATE_METHOD, "train a renderer first (c2r.train): "
+                                 "regenerating needs its checkpoint")
+            return
+        start, stop = self.frame_range()
+        inputs = {"checkpoint": self.checkpoint}
+        if self.model.tracks is not None and self.model.tracks.units == "m":
+            inputs["tracks"] = str(self._write_scratch_tracks())
+        self.run_method(GENERATE_METHOD, {"prompt": self.model.prompt, "start_frame": start,
+                                          "max_frames": max(1, stop - start)}, inputs)
+
+    def _write_scratch_tracks(self) -> Path:
+        workspace = getattr(self.host, "workspace_path", None)
+        folder = Path(workspace()) / "crowd" if callable(workspace) else \
+            Path(self.host.run_dir("crowd-edits"))
+        return self.model.export_tracks_csv(folder / "edited_tracks.csv")
 
     def choose_export_path(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export frame", "frame.png", "PNG (*.png)")
@@ -255,13 +638,55 @@ class CrowdPanel(QWidget):
         elif kind == "job_result":
             folder = Path(self.host.run_dir(job))
             outputs = content.get("outputs") or {}
+            if isinstance(outputs.get("checkpoint"), str):
+                self.checkpoint = str(folder / outputs["checkpoint"])
+            start = int((outputs.get("summary") or {}).get("start_frame") or 0)
+            if isinstance(outputs.get("silhouettes"), str):
+                self._take_silhouettes(np.load(folder / outputs["silhouettes"]), start)
             for key, name in RUN_OUTPUTS.items():
-                if isinstance(outputs.get(key), str):
+                if not isinstance(outputs.get(key), str):
+                    continue
+                if start and name in self.model.clips:  # a regenerated range: splice it in
+                    frames = np.load(folder / outputs[key])
+                    self.model.add_clip(name, splice(self.model.clips[name], frames, start))
+                else:
                     self.open_file(folder / outputs[key], name)
             if isinstance(outputs.get("trajectories"), str):
                 self.open_file(folder / outputs["trajectories"])
 
+    def _take_silhouettes(self, silhouettes: np.ndarray, start: int) -> None:
+        """The control silhouettes of a run (spliced in for a regenerated range); a range
+        with nothing to splice into leaves the coarse clip's own silhouettes in charge."""
+        current = self.model.control_silhouettes
+        if not start:
+            self.model.control_silhouettes = silhouettes
+        elif current is not None and current.shape[1:] == silhouettes.shape[1:]:
+            self.model.control_silhouettes = splice(current, silhouettes, start)
+        else:
+            self.model.control_silhouettes = None
+
     def closeEvent(self, event) -> None:
         self.timer.stop()
         self._unsubscribe()
+        self.pool.waitForDone(5000)
         super().closeEvent(event)
+
+
+def splice(clip: np.ndarray | None, frames: np.ndarray, start: int) -> np.ndarray:
+    """``clip`` with ``frames`` in place from ``start`` on (longer if they run past its end);
+    just ``frames`` when there is no clip of the same frame size to splice into."""
+    if clip is None or clip.shape[1:] != frames.shape[1:]:
+        return frames
+    out = np.concatenate([clip, np.repeat(clip[-1:], max(0, start + len(frames) - len(clip)),
+                                          axis=0)])
+    out[start:start + len(frames)] = frames
+    return out
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    from PySide6.QtCore import QBuffer, QIODevice
+
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    to_qimage(rgb).save(buffer, "PNG")
+    return bytes(buffer.data())
