@@ -216,6 +216,7 @@ class LayerRaster(pg.GraphicsObject):
         self.layers: dict[str, LayerBatch] = {}
         self._bounds = QRectF()
         self._frame = np.zeros(0, dtype=np.uint8)
+        self._pixels = np.zeros((0, 0), dtype=np.uint32)  # reused: one allocation per size
         self.painted = 0  # frames drawn (the benchmark checks every frame was)
 
     def set_layers(self, layers: dict[str, LayerBatch]) -> None:
@@ -252,7 +253,7 @@ class LayerRaster(pg.GraphicsObject):
         if self._frame.size != width * height:
             self._frame = np.zeros(width * height, dtype=np.uint8)
         frame = self._frame
-        frame[:] = 0
+        frame.fill(0)
         colours = []
         for batch in self.layers.values():
             if not batch.visible or not len(batch.shapes):
@@ -273,7 +274,9 @@ class LayerRaster(pg.GraphicsObject):
         if not colours:
             return
         palette = np.array([0] + [QColor(c).rgba() for c in colours], dtype=np.uint32)
-        pixels = palette[frame]  # opaque colours and a transparent 0: premultiplied as is
+        if self._pixels.shape != frame.shape:
+            self._pixels = np.zeros(frame.shape, dtype=np.uint32)
+        pixels = np.take(palette, frame, out=self._pixels)  # transparent 0: premultiplied as is
         image = QImage(pixels.data, width, height, 4 * width,
                        QImage.Format.Format_ARGB32_Premultiplied)
         painter.save()
