@@ -53,6 +53,7 @@ from panels.crowd.model import (
     SetPrompt,
     decode,
 )
+from panels.widgets.drops import OpensDroppedFiles
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)
@@ -138,7 +139,7 @@ def paint_markers(image: QImage, markers: list[Marker]) -> None:
     painter.end()
 
 
-class CrowdPanel(QWidget):
+class CrowdPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -312,16 +313,6 @@ class CrowdPanel(QWidget):
                                               "Trajectories (*.txt *.csv *.tsv)")
         if path:
             self.open_file(path)
-
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_file(url.toLocalFile())
-        event.acceptProposedAction()
 
     # -- playback and drawing --------------------------------------------------------------
 

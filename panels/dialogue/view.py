@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from panels.dialogue.model import DialogueModel, decode, turn_belief
+from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
@@ -51,7 +52,7 @@ SELECTED_SERIES = "selected turn"
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
-class DialoguePanel(QWidget):
+class DialoguePanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -454,16 +455,6 @@ class DialoguePanel(QWidget):
         dialog.open()
 
     # -- drag and drop, lifetime ---------------------------------------------------------
-
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_file(url.toLocalFile())
-        event.acceptProposedAction()
 
     def closeEvent(self, event) -> None:
         self._unsubscribe()

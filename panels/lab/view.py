@@ -46,6 +46,7 @@ from PySide6.QtWidgets import (
 from panels.lab.model import REPRODUCE, RUN, Job, LabModel
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
 from panels.widgets.claim_view import ClaimView, format_seconds
+from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import InputPicker, SchemaForm
@@ -60,7 +61,7 @@ EXPORT_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)",
 TAB_LIVE, TAB_ARTIFACTS, TAB_CLAIM, TAB_LOG = range(4)
 
 
-class LabPanel(QWidget):
+class LabPanel(OpensDroppedFiles, QWidget):
     """``LabPanel(host)``: the lab, talking to the engine only through ``host`` (PanelHost)."""
 
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
@@ -600,16 +601,6 @@ class LabPanel(QWidget):
 
     def _showing_plot(self) -> bool:
         return isinstance(self.artifact_stack.currentWidget(), PlotSpecView)
-
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_file(url.toLocalFile())
-        event.acceptProposedAction()
 
     # -- export --------------------------------------------------------------------------
 

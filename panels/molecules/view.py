@@ -63,6 +63,7 @@ from panels.molecules.geometry import (
 )
 from panels.molecules.model import ANTIBODIES, FLAGS, MoleculeSetModel, decode
 from panels.molecules.sequence import CLASS_COLOUR, SequenceStrip, tracks_of
+from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.plot_view import PlotSpecView
 
 CELL = QSize(150, 120)  # depiction size in the grid
@@ -270,7 +271,7 @@ class MoleculeTableModel(QAbstractTableModel):
         self.endResetModel()
 
 
-class MoleculesPanel(QWidget):
+class MoleculesPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -894,15 +895,9 @@ class MoleculesPanel(QWidget):
 
     # -- drag and drop -------------------------------------------------------------------
 
-    def dragEnterEvent(self, event) -> None:  # noqa: N802
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:  # noqa: N802
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_file(url.toLocalFile())
-                break
+    def open_dropped(self, paths: list[str]) -> None:
+        if paths:  # one set at a time: the first file dropped
+            self.open_file(paths[0])
 
     def closeEvent(self, event) -> None:  # noqa: N802
         self.pool.clear()

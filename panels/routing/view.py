@@ -48,6 +48,7 @@ from panels.routing.canvas import OVERLAYS, LayoutCanvas
 from panels.routing.geometry import Checker
 from panels.routing.model import NetStats, RouteModel, decode
 from panels.routing.worker import Worker
+from panels.widgets.drops import OpensDroppedFiles
 
 ROUTE_METHOD = "chipstar.route"
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
@@ -62,7 +63,7 @@ SNAPPING_NOTE = (
     "tree; square: driver; circles: loads; triangles: layer changes.")
 
 
-class RoutingPanel(QWidget):
+class RoutingPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -834,16 +835,9 @@ class RoutingPanel(QWidget):
         return self.model.snap(found.pitch) if found is not None and found.pitch > 0 else \
             self.model.snap(0.1) or max(scale // 10, 1)
 
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
-        paths.sort(key=lambda p: not p.lower().endswith((".lef", ".tlef")))  # LEF first
-        for path in paths:
-            self.open_file(path)
-        event.acceptProposedAction()
+    def open_dropped(self, paths: list[str]) -> None:
+        for path in sorted(paths, key=lambda p: not p.lower().endswith((".lef", ".tlef"))):
+            self.open_file(path)  # the LEF first, so the DEF is read against it
 
     def closeEvent(self, event) -> None:
         self.shutdown()

@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
 )
 
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
+from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
@@ -71,7 +72,7 @@ class _NumberItem(QTableWidgetItem):
         return mine < (theirs if np.isfinite(theirs) else -np.inf)
 
 
-class SAEPanel(QWidget):
+class SAEPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -512,15 +513,9 @@ class SAEPanel(QWidget):
         dialog.open()
 
     # -- drag and drop, lifetime ---------------------------------------------------------------
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        for url in event.mimeData().urls():
-            if url.isLocalFile():
-                self.open_path(url.toLocalFile())
-        event.acceptProposedAction()
+    def open_dropped(self, paths: list[str]) -> None:
+        for path in paths:
+            self.open_path(path)
 
     def closeEvent(self, event) -> None:
         self._unsubscribe()
