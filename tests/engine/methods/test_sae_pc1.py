@@ -254,11 +254,15 @@ def test_minilm_activations_anisotropy_splicing_and_contexts(tmp_path):
 
 def test_smoke_reproduce_reports_both_criteria(tmp_path):
     ctx = JobContext("j", tmp_path, emit=lambda e: None, seed=0, cache_root=tmp_path / "cache")
-    claim = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})["claim"]
+    result = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
+    claim = result["claim"]
     assert claim["smoke"] and claim["paper"] == "sae_pc1"
     assert [c["target"] for c in claim["criteria"]] == [0.2, 0.7]
     assert all(math.isfinite(c["measured"]) and c["paper"] for c in claim["criteria"])
-    assert "MiniLM layer 3" in claim["notes"]
+    assert "MiniLM layer 3" in claim["notes"] and "Decoder LM layer 2" in claim["notes"]
+    assert "cross-entropy" in claim["notes"]
+    assert set(result["decoder_recovery"]) == {"raw", "bypass"}
+    assert 0 < result["decoder_pc1_share"] < 1
 
 
 # -- the decoder LM: activations, cross-entropy splicing, output tokens, steering ---------------
