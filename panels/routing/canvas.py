@@ -3,21 +3,25 @@ so panning and zooming redraw a handful of items, not 100k.
 
 Every layer's signal wires (centre lines) and vias (cut rectangles) go into one
 ``LayerRaster``: each frame it turns the visible wires into pixel runs with numpy and draws one
-image, layer colours from a table (a QPainter call per wire would cap 100k wires near 10
-frames/s). Pins, components, obstructions and special wires are rectangle outlines in one
-``RectsItem`` each; the overlays (GCell grid, congestion heat map, the selected net's tree and
-vias, its GCell snapping, the predicted routes and the GCell edges where prediction and
-reference differ) are ``PairsItem``s of axis-parallel segments.
+image in the layer colours (a QPainter call per wire would cap 100k wires near 10 frames/s); a
+pan shifts one image drawn beyond the view, and the ruler (``RulerAxis``) lays its ticks out at
+most ten times a second while the view moves. Pins, components, obstructions and special
+wires are rectangle outlines in one ``RectsItem`` each; the overlays (GCell grid, congestion
+heat map, the selected net's tree and vias, its GCell snapping, the predicted routes and the
+GCell edges where prediction and reference differ) are ``PairsItem``s of axis-parallel
+segments.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.Qt import internals
-from PySide6.QtCore import QLineF, QPointF, QRectF, Qt
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer
 from PySide6.QtGui import QColor, QImage
 
 from engine.vlsi.def_ import SEG, VIA
@@ -45,11 +49,14 @@ SNAP = "#f2e94e"
 
 
 class CanvasBox(pg.ViewBox):
-    """Left click reports the point (selection, drawing); left drag pans, the wheel zooms."""
+    """Left click reports the point (selection, drawing); a left drag is offered to
+    ``on_drag`` first (moving or drawing a wire) and pans when it declines; the wheel zooms."""
 
-    def __init__(self, on_click) -> None:
+    def __init__(self, on_click, on_drag=None) -> None:
         super().__init__(lockAspect=True, enableMenu=False)
         self._on_click = on_click
+        self._on_drag = on_drag
+        self._editing = False  # this drag belongs to on_drag
 
     def mouseClickEvent(self, ev) -> None:
         if ev.button() == Qt.MouseButton.LeftButton:
@@ -58,6 +65,51 @@ class CanvasBox(pg.ViewBox):
             self._on_click(point.x(), point.y(), ev.modifiers())
         else:
             super().mouseClickEvent(ev)
+
+    def mouseDragEvent(self, ev, axis=None) -> None:
+        """``on_drag(phase, start, end, modifiers)`` with phase "start", "move" or "finish"
+        and points in microns; its answer at the start decides who owns the drag."""
+        if ev.button() == Qt.MouseButton.LeftButton and axis is None and self._on_drag:
+            start = self.mapSceneToView(ev.buttonDownScenePos())
+            end = self.mapSceneToView(ev.scenePos())
+            points = (start.x(), start.y()), (end.x(), end.y())
+            if ev.isStart():
+                self._editing = bool(self._on_drag("start", *points, ev.modifiers()))
+            elif self._editing:
+                self._on_drag("finish" if ev.isFinish() else "move", *points, ev.modifiers())
+            if self._editing:
+                ev.accept()
+                self._editing = not ev.isFinish()
+                return
+        super().mouseDragEvent(ev, axis)
+
+
+class RulerAxis(pg.AxisItem):
+    """A micron ruler whose ticks are laid out at most every ``REFRESH_S`` while the view
+    moves (laying out and lettering ~60 ticks costs a few ms a frame, as much as the wires);
+    in between it repeats its last ticks, and a timer lays them out exactly once the view
+    has been still for ``REFRESH_S``."""
+
+    REFRESH_S = 0.1
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)  # microns, never rescaled to mm or nm
+        self._shown = None
+        self._laid_out = 0.0
+        self._refresh = QTimer(singleShot=True, interval=int(self.REFRESH_S * 1000))
+        self._refresh.timeout.connect(self.update)
+
+    def paint(self, p, opt, widget=None) -> None:
+        now = time.perf_counter()
+        if self.picture is None and self._shown is not None \
+                and now - self._laid_out < self.REFRESH_S:
+            self._shown.play(p)
+            self._refresh.start()
+            return
+        super().paint(p, opt, widget)
+        if self.picture is not None:
+            self._shown, self._laid_out = self.picture, now
 
 
 def bounds_of(points: np.ndarray) -> QRectF:
@@ -197,27 +249,59 @@ class LayerBatch:
     visible: bool = True
 
 
+@dataclass
+class _Kind:
+    """The visible layers' shapes of one kind, bottom layer first: horizontal wires
+    (``a`` = y, ``b``..``c`` = x span), vertical wires (``a`` = x, ``b``..``c`` = y span) or vias
+    (``a``, ``b`` = centre, ``c`` = half width, ``d`` = half height), in microns, as float64 and
+    as float32 (four times faster to map, exact to a small fraction of a pixel while the
+    design is under 2^20 pixels across)."""
+
+    f64: np.ndarray        # (4, n)
+    f32: np.ndarray        # (4, n)
+    rank: np.ndarray       # (n,) the layer's place in the drawing order, non-decreasing
+
+    @staticmethod
+    def of(columns: list[np.ndarray], rank: np.ndarray) -> _Kind:
+        f64 = np.ascontiguousarray(np.stack(columns)) if len(rank) else np.zeros((4, 0))
+        return _Kind(f64, f64.astype(np.float32), rank)
+
+
 class LayerRaster(pg.GraphicsObject):
     """Every layer's wires and vias drawn as one image per frame, KLayout-style.
 
     A QPainter line costs about a microsecond, so 100k of them cannot be drawn 30 times a
-    second; instead each paint maps the visible segments to pixel runs with numpy (a
-    horizontal wire is a run of one row, a vertical one a run of one column), writes each
-    layer's index into an 8-bit frame, bottom layer first so upper layers cover lower ones,
-    and draws the frame once through a colour table. Cost: the pixels the visible wires
-    cover, not the wires. Vias under ``DOT_PIXELS`` across are one pixel; larger ones are
-    their outlines."""
+    second; instead each paint maps the visible shapes of all layers to pixel runs with numpy
+    (a horizontal wire is a run along a row, a vertical one along a column, a wire under a
+    pixel one pixel: the level of detail comes free), writes the layer colours straight into a
+    reused 32-bit frame, bottom layer first so upper layers cover lower ones, and draws the
+    frame once. Wires are split by direction and sorted by layer once per edit, so a frame is
+    a few array passes plus the pixels the visible wires cover. The frame is kept while the
+    view, the size and the layers stay as they are (a selection or overlay change repaints
+    without rasterising); a pan draws a frame rasterised beyond the view once, shifted to the
+    nearest pixel, until the view stops. Vias under ``DOT_PIXELS`` across are one pixel,
+    larger ones their outlines."""
 
     DOT_PIXELS = 3
-    MAX_PIXEL_WRITES = 30_000_000  # beyond it, a layer's longest runs are drawn first
+    MAX_PIXEL_WRITES = 30_000_000  # beyond it, the longest runs are drawn first
+    PAN_MARGIN = 400  # pixels rasterised beyond each edge once a pan starts
+    SETTLE_MS = 150
 
     def __init__(self) -> None:
         super().__init__()
         self.layers: dict[str, LayerBatch] = {}
         self._bounds = QRectF()
-        self._frame = np.zeros(0, dtype=np.uint8)
+        self._kinds: tuple[_Kind, _Kind, _Kind] | None = None
+        self._colours = np.zeros(0, dtype=np.uint32)
         self._pixels = np.zeros((0, 0), dtype=np.uint32)  # reused: one allocation per size
+        self._key: tuple | None = None  # (sx, sy, tx, ty, width, height) _pixels shows
+        self._wide = np.zeros((0, 0), dtype=np.uint32)  # the pan frame, beyond the view
+        self._wide_key: tuple | None = None
+        self._last_key: tuple | None = None  # the last paint's view
+        self._settle = QTimer(singleShot=True, interval=self.SETTLE_MS)
+        self._settle.timeout.connect(self._settled)
         self.painted = 0  # frames drawn (the benchmark checks every frame was)
+        self.rasterised = 0  # of which rasterised anew
 
     def set_layers(self, layers: dict[str, LayerBatch]) -> None:
         """Layers bottom-up (later ones are drawn over earlier ones)."""
@@ -225,18 +309,26 @@ class LayerRaster(pg.GraphicsObject):
         self.layers = layers
         shapes = [b.shapes.reshape(-1, 2) for b in layers.values() if len(b.shapes)]
         self._bounds = bounds_of(np.concatenate(shapes) if shapes else np.zeros((0, 2)))
+        self._changed()
         self.informViewBoundsChanged()
-        self.update()
 
     def set_style(self, name: str, visible: bool, colour: str) -> None:
         batch = self.layers.get(name)
         if batch is not None and (batch.visible, batch.colour) != (visible, colour):
             batch.visible, batch.colour = visible, colour
-            self.update()
+            self._changed()
+
+    def _changed(self) -> None:
+        self._kinds, self._key, self._wide_key = None, None, None
+        self.update()
 
     def count(self, name: str) -> int:
         batch = self.layers.get(name)
         return 0 if batch is None else len(batch.shapes)
+
+    def colour_of(self, name: str) -> int:
+        """The 32-bit ARGB value a layer's pixels get in the frame."""
+        return QColor(self.layers[name].colour).rgba()
 
     def boundingRect(self) -> QRectF:
         return QRectF(self._bounds)
@@ -248,88 +340,188 @@ class LayerRaster(pg.GraphicsObject):
             return self._bounds.left(), self._bounds.right()
         return self._bounds.top(), self._bounds.bottom()
 
-    def render_frame(self, t, width: int, height: int) -> tuple[np.ndarray, list[str]]:
-        """The 8-bit frame (0 = empty, k = the k-th drawn layer) and its layers' colours."""
-        if self._frame.size != width * height:
-            self._frame = np.zeros(width * height, dtype=np.uint8)
-        frame = self._frame
+    def _visible_kinds(self) -> tuple[_Kind, _Kind, _Kind]:
+        """(horizontal wires, vertical wires, vias) of the visible layers, bottom-up."""
+        if self._kinds is None:
+            batches = [b for b in self.layers.values() if b.visible and len(b.shapes)]
+            self._colours = np.array([QColor(b.colour).rgba() for b in batches],
+                                     dtype=np.uint32)
+            parts: list[list] = [[], [], []]
+            for rank, batch in enumerate(batches):
+                s = batch.shapes.reshape(-1, 4).astype(np.float64)
+                x1, x2 = np.minimum(s[:, 0], s[:, 2]), np.maximum(s[:, 0], s[:, 2])
+                y1, y2 = np.minimum(s[:, 1], s[:, 3]), np.maximum(s[:, 1], s[:, 3])
+                if batch.rects:
+                    parts[2].append((((x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) / 2,
+                                      (y2 - y1) / 2), rank))
+                    continue
+                flat = y1 == y2  # else vertical (a layout has no diagonal wires)
+                parts[0].append(((y1[flat], x1[flat], x2[flat], y1[flat]), rank))
+                parts[1].append(((x1[~flat], y1[~flat], y2[~flat], x1[~flat]), rank))
+            kinds = []
+            for part in parts:
+                columns = [np.concatenate([c[i] for c, _ in part]) if part else np.zeros(0)
+                           for i in range(4)]
+                rank = np.concatenate([np.full(len(c[0]), r) for c, r in part]) if part \
+                    else np.zeros(0, dtype=np.int64)
+                kinds.append(_Kind.of(columns, rank))
+            self._kinds = tuple(kinds)
+        return self._kinds
+
+    def render_frame(self, t, width: int, height: int) -> np.ndarray:
+        """The ``(height, width)`` ARGB frame of the visible layers under the item-to-device
+        transform ``t`` (scale and translation, as a ViewBox gives); 0 where nothing is."""
+        key = (t.m11(), t.m22(), t.m31(), t.m32(), width, height)
+        if key != self._key:
+            self._pixels = self._rasterise(key, self._pixels)
+            self._key = key
+        return self._pixels
+
+    def _rasterise(self, key: tuple, pixels: np.ndarray) -> np.ndarray:
+        """Draw into ``pixels`` (reallocated when the size differs) for ``key``'s view."""
+        sx, sy, tx, ty, width, height = key
+        if pixels.shape != (height, width):
+            pixels = np.zeros((height, width), dtype=np.uint32)
+        frame = pixels.reshape(-1)
         frame.fill(0)
-        colours = []
-        for batch in self.layers.values():
-            if not batch.visible or not len(batch.shapes):
-                continue
-            colours.append(batch.colour)
-            index = _pixel_runs(batch, t, width, height, self.DOT_PIXELS,
-                                self.MAX_PIXEL_WRITES)
-            frame[index] = len(colours)
-        return frame.reshape(height, width), colours
+        kinds = self._visible_kinds()
+        b = self._bounds
+        extent = max(abs(b.left()), abs(b.right()), abs(b.top()), abs(b.bottom()))
+        precise = extent * max(abs(sx), abs(sy)) > 2 ** 20
+        for rank, index in _pixel_runs(kinds, len(self._colours), key, self.DOT_PIXELS,
+                                       self.MAX_PIXEL_WRITES, precise):
+            frame[index] = self._colours[rank]
+        self.rasterised += 1
+        return pixels
+
+    def _panned(self, key: tuple) -> tuple[np.ndarray, int, int]:
+        """A pan: the frame rasterised ``PAN_MARGIN`` pixels beyond each edge at this
+        scale (made when the pan starts or leaves it) and where its corner goes, to the
+        nearest pixel; the exact frame follows ``SETTLE_MS`` after the view stops."""
+        sx, sy, tx, ty, width, height = key
+        mx = my = self.PAN_MARGIN
+        if self._wide_key is not None:
+            _, _, wtx, wty, wide_w, wide_h = self._wide_key
+            x, y = round(tx - wtx), round(ty - wty)
+            if _same_scale(self._wide_key, key) \
+                    and (wide_w, wide_h) == (width + 2 * mx, height + 2 * my) \
+                    and -2 * mx <= x <= 0 and -2 * my <= y <= 0:
+                return self._wide, x, y
+        self._wide_key = (sx, sy, tx + mx, ty + my, width + 2 * mx, height + 2 * my)
+        self._wide = self._rasterise(self._wide_key, self._wide)
+        return self._wide, -mx, -my
+
+    def _settled(self) -> None:
+        self._last_key = None
+        self.update()
 
     def paint(self, painter, option, widget=None) -> None:
         device = painter.device()
         width, height = device.width(), device.height()
+        self.painted += 1
         if not self.layers or width <= 0 or height <= 0:
             return
-        frame, colours = self.render_frame(painter.transform(), width, height)
-        self.painted += 1
-        if not colours:
-            return
-        palette = np.array([0] + [QColor(c).rgba() for c in colours], dtype=np.uint32)
-        if self._pixels.shape != frame.shape:
-            self._pixels = np.zeros(frame.shape, dtype=np.uint32)
-        pixels = np.take(palette, frame, out=self._pixels)  # transparent 0: premultiplied as is
-        image = QImage(pixels.data, width, height, 4 * width,
-                       QImage.Format.Format_ARGB32_Premultiplied)
+        t = painter.transform()
+        key = (t.m11(), t.m22(), t.m31(), t.m32(), width, height)
+        last, self._last_key = self._last_key, key
+        if key != self._key and last is not None and last != key \
+                and _same_scale(last, key) and last[4:] == key[4:]:
+            pixels, x, y = self._panned(key)
+            self._settle.start()
+        else:
+            pixels, x, y = self.render_frame(t, width, height), 0, 0
+        image = QImage(pixels.data, pixels.shape[1], pixels.shape[0], 4 * pixels.shape[1],
+                       QImage.Format.Format_ARGB32_Premultiplied)  # opaque colours, 0 clear
         painter.save()
         painter.resetTransform()
-        painter.drawImage(0, 0, image)
+        painter.drawImage(x, y, image)
         painter.restore()
 
 
-def _pixel_runs(batch: LayerBatch, t, width: int, height: int, dot: int,
-                budget: int) -> np.ndarray:
-    """Flat frame indices a layer covers (its wires' runs, its vias' dots or outlines)."""
-    shapes = batch.shapes
-    x = shapes[:, [0, 2]] * t.m11() + t.m31()
-    y = shapes[:, [1, 3]] * t.m22() + t.m32()
-    xa, xb = np.floor(x.min(axis=1)), np.floor(x.max(axis=1))
-    ya, yb = np.floor(y.min(axis=1)), np.floor(y.max(axis=1))
-    seen = (xb >= 0) & (xa < width) & (yb >= 0) & (ya < height)
-    xa, xb, ya, yb = xa[seen], xb[seen], ya[seen], yb[seen]
-    if batch.rects:
-        small = ((xb - xa) < dot) & ((yb - ya) < dot)
-        cx = ((xa[small] + xb[small]) // 2).clip(0, width - 1).astype(np.int64)
-        cy = ((ya[small] + yb[small]) // 2).clip(0, height - 1).astype(np.int64)
-        dots = cy * width + cx
-        big = ~small
-        xa, xb, ya, yb = (np.r_[xa[big], xa[big], xa[big], xb[big]],
-                          np.r_[xb[big], xb[big], xa[big], xb[big]],
-                          np.r_[ya[big], yb[big], ya[big], ya[big]],
-                          np.r_[ya[big], yb[big], yb[big], yb[big]])
-    else:
-        dots = np.zeros(0, dtype=np.int64)
-    flat = ya == yb  # a row run (a point is a one-pixel run); the others are column runs
-    runs = []
-    for along_x in (True, False):
-        m = flat if along_x else ~flat
-        if along_x:
-            start = xa[m].clip(0, width - 1)
-            length = (xb[m].clip(0, width - 1) - start + 1).astype(np.int64)
-            base = ya[m].clip(0, height - 1).astype(np.int64) * width + start.astype(np.int64)
-            step = 1
-        else:
-            start = ya[m].clip(0, height - 1)
-            length = (yb[m].clip(0, height - 1) - start + 1).astype(np.int64)
-            base = start.astype(np.int64) * width + xa[m].clip(0, width - 1).astype(np.int64)
-            step = width
-        if not len(length):
-            continue
-        if length.sum() > budget:  # absurd overlap: keep the longest runs
-            order = np.argsort(-length)
-            keep = order[:np.searchsorted(np.cumsum(length[order]), budget)]
-            base, length = base[keep], length[keep]
-        offsets = np.arange(int(length.sum())) - np.repeat(np.cumsum(length) - length, length)
-        runs.append(np.repeat(base, length) + offsets * step)
-    return np.concatenate([dots, *runs]) if runs else dots
+def _same_scale(a: tuple, b: tuple) -> bool:
+    """Whether two views' ``(sx, sy, ...)`` scales agree (a pan recomputes them, with noise)."""
+    return math.isclose(a[0], b[0], rel_tol=1e-9) and math.isclose(a[1], b[1], rel_tol=1e-9)
+
+
+def _pixel_runs(kinds: tuple[_Kind, _Kind, _Kind], layers: int, key: tuple, dot: int,
+                budget: int, precise: bool):
+    """Yield ``(layer, flat frame indices)`` bottom layer first: every visible shape's pixels.
+
+    Per kind: cull to the view in microns, map to pixels (truncating after the clip is the
+    floor), then runs: a horizontal wire is a run along its row, a vertical one along its
+    column; a via is its centre pixel, or close up two row and two column runs. Each run
+    list stays in layer order, so a layer's pixels are one slice of each."""
+    sx, sy, tx, ty, width, height = key
+    x0, x1 = sorted((-tx / sx, (width - tx) / sx))  # the pixels 0 .. width, in microns
+    y0, y1 = sorted((-ty / sy, (height - ty) / sy))
+    horizontal, vertical, vias = kinds
+    dtype = np.float64 if precise else np.float32
+
+    def seen(kind: _Kind, near: tuple, far: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """The kind's coordinates (``near``/``far``: the columns of its low/high x, y) and
+        ranks, of the shapes the view may show."""
+        c = kind.f64 if precise else kind.f32
+        lx, ly = (c[i] for i in near)
+        hx, hy = (c[i] for i in far)
+        mask = (hx >= x0) & (lx <= x1) & (hy >= y0) & (ly <= y1)
+        if mask.all():
+            return c, kind.rank
+        keep = np.flatnonzero(mask)
+        return c[:, keep], kind.rank[keep]
+
+    def px(values: np.ndarray) -> np.ndarray:
+        return np.clip(values * dtype(sx) + dtype(tx), 0, width - 1).astype(np.int64)
+
+    def py(values: np.ndarray) -> np.ndarray:
+        return np.clip(values * dtype(sy) + dtype(ty), 0, height - 1).astype(np.int64)
+
+    def spans(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.minimum(a, b), np.maximum(a, b)
+
+    rows, columns, dots = [], [], []
+    c, rank = seen(horizontal, (1, 0), (2, 3))
+    rows.append((rank, py(c[0]), *spans(px(c[1]), px(c[2]))))
+    c, rank = seen(vertical, (0, 1), (3, 2))
+    columns.append((rank, px(c[0]), *spans(py(c[1]), py(c[2]))))
+    if len(vias.rank):
+        c = vias.f64 if precise else vias.f32
+        lo = np.stack([c[0] - c[2], c[1] - c[3]])
+        hi = np.stack([c[0] + c[2], c[1] + c[3]])
+        mask = (hi[0] >= x0) & (lo[0] <= x1) & (hi[1] >= y0) & (lo[1] <= y1)
+        big = mask & ((2 * c[2] * abs(sx) >= dot) | (2 * c[3] * abs(sy) >= dot))
+        small = mask & ~big
+        dots.append((vias.rank[small], py(c[1][small]) * width + px(c[0][small])))
+        if big.any():
+            rank = vias.rank[big]
+            xa, xb = spans(px(lo[0][big]), px(hi[0][big]))
+            ya, yb = spans(py(lo[1][big]), py(hi[1][big]))
+            rows += [(rank, ya, xa, xb), (rank, yb, xa, xb)]
+            columns += [(rank, xa, ya, yb), (rank, xb, ya, yb)]
+    lists = [(r, np.arange(len(r) + 1), i) for r, i in dots]
+    for step, runs in ((1, rows), (width, columns)):
+        for rank, across, start, end in runs:
+            first = across * width + start if step == 1 else start * width + across
+            lists.append((rank, *_runs(first, end - start + 1, step, budget)))
+    cuts = [ends[np.searchsorted(rank, np.arange(layers + 1))] for rank, ends, _ in lists]
+    for layer in range(layers):
+        for cut, (_, _, index) in zip(cuts, lists, strict=True):
+            if cut[layer + 1] > cut[layer]:
+                yield layer, index[cut[layer]:cut[layer + 1]]
+
+
+def _runs(first: np.ndarray, length: np.ndarray, step: int,
+          budget: int) -> tuple[np.ndarray, np.ndarray]:
+    """(run ends, flat indices) of runs of ``length`` pixels from ``first`` by ``step``; past
+    ``budget`` pixels (absurd overlap) the shortest runs are left out (as empty runs)."""
+    if length.sum() > budget:
+        longest = np.argsort(-length, kind="stable")
+        dropped = longest[np.searchsorted(np.cumsum(length[longest]), budget):]
+        length = length.copy()
+        length[dropped] = 0
+    ends = np.r_[0, np.cumsum(length)]
+    index = np.repeat(first - ends[:-1] * step, length)
+    index += np.arange(ends[-1]) * step
+    return ends, index
 
 
 def pairs_item(colour: str, width: float = 1.0, z: float = 0.0,
@@ -353,14 +545,14 @@ def set_pairs(item: PairsItem, points: np.ndarray) -> None:
 class LayoutCanvas(pg.PlotWidget):
     """Draws a ``RouteModel``; ``redraw()`` after a load, ``draw_wiring()`` after an edit."""
 
-    def __init__(self, model: RouteModel, on_click=lambda x, y, modifiers: None) -> None:
-        self.box = CanvasBox(on_click)
-        super().__init__(viewBox=self.box)
+    def __init__(self, model: RouteModel, on_click=lambda x, y, modifiers: None,
+                 on_drag=None) -> None:
+        self.box = CanvasBox(on_click, on_drag)
+        super().__init__(viewBox=self.box, axisItems={side: RulerAxis(side)
+                                                      for side in ("bottom", "left")})
         self.model = model
         self.setLabel("bottom", "x", units="µm")
         self.setLabel("left", "y", units="µm")
-        for axis in ("bottom", "left"):  # microns, never rescaled to mm or nm
-            self.getAxis(axis).enableAutoSIPrefix(False)
         self.showGrid(False, False)
         self.overlay_on = {name: name not in DEFAULT_OFF for name in OVERLAYS}
         self.raster = LayerRaster()   # every layer's wires and vias
@@ -381,6 +573,7 @@ class LayoutCanvas(pg.PlotWidget):
         self.highlight = self._add(pairs_item(HIGHLIGHT, 3, 20))
         self.highlight_vias = self._add(rects_item(HIGHLIGHT, 2, 21))
         self.chosen = self._add(pairs_item("#ff00ff", 4, 22))
+        self.preview = self._add(pairs_item("#ff00ff", 2, 25, Qt.PenStyle.DashLine))
         self.snap_tree = self._add(pairs_item(SNAP, 2, 23, Qt.PenStyle.DashLine))
         self.snap_nodes = pg.ScatterPlotItem(size=9, pen=pg.mkPen(SNAP), brush=None)
         self.snap_nodes.setZValue(24)
@@ -508,17 +701,23 @@ class LayoutCanvas(pg.PlotWidget):
 
     def draw_element(self, element: tuple[str, list] | None) -> None:
         """The segment or via picked for editing."""
-        scale = self.model.design.dbu_per_micron
+        set_pairs(self.chosen, self._element_pairs(element))
+
+    def draw_preview(self, element: tuple[str, list] | None) -> None:
+        """Where a dragged segment or via would go (or the wire being drawn), dashed."""
+        set_pairs(self.preview, self._element_pairs(element))
+
+    def _element_pairs(self, element: tuple[str, list] | None) -> np.ndarray:
+        """A segment's ends or a via's square (microns) as point pairs."""
         if element is None:
-            set_pairs(self.chosen, [])
-        elif element[0] == "segment":
+            return np.zeros((0, 2))
+        scale = self.model.design.dbu_per_micron
+        if element[0] == "segment":
             x1, y1, x2, y2 = element[1][1:5]
-            set_pairs(self.chosen, np.array([[x1, y1], [x2, y2]]) / scale)
-        else:
-            x, y = element[1][2:4]
-            half = 0.15 * scale
-            set_pairs(self.chosen, outline_pairs([[x - half, y - half, x + half, y + half]])
-                      / scale)
+            return np.array([[x1, y1], [x2, y2]]) / scale
+        x, y = element[1][2:4]
+        half = 0.15 * scale
+        return outline_pairs([[x - half, y - half, x + half, y + half]]) / scale
 
     def _draw_snapping(self, index: int) -> None:
         snapped = self.model.snapped(index) if self.overlay_on["snapping"] else None

@@ -70,6 +70,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.model = RouteModel()
         self.element: tuple[str, list] | None = None   # the picked segment or via
         self.pending_start: tuple[int, int] | None = None
+        self.dragging: str | None = None                 # "move" or "draw" while a drag edits
         self.jobs: dict[str, str] = {}                   # job id -> method
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
@@ -103,7 +104,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         bar.addStretch(1)
         layout.addLayout(bar)
 
-        self.canvas = LayoutCanvas(self.model, self._on_canvas_click)
+        self.canvas = LayoutCanvas(self.model, self._on_canvas_click, self._on_canvas_drag)
         self.views = QStackedWidget()
         self.views.addWidget(self.canvas)
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -176,6 +177,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         form = QFormLayout()
         self.mode_box = QComboBox()
         self.mode_box.addItems(MODES)
+        self.mode_box.setToolTip(
+            "Select: click a net, then click its wire or via to pick it and drag it to move it "
+            "by whole track pitches. Add wire: click both ends, or drag (Shift-drag in any "
+            "mode). Add via: click. Delete removes the picked wire or via, arrows nudge it; "
+            "every edit is one undo step.")
         self.mode_box.currentTextChanged.connect(lambda _t: setattr(self, "pending_start", None))
         self.layer_box = QComboBox()
         self.via_box = QComboBox()
@@ -460,9 +466,96 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def _on_canvas_click(self, x: float, y: float, modifiers=None) -> None:
         if self.model.design is None:
             return
+        self.click(x, y, self._click_tolerance())
+
+    def _click_tolerance(self) -> float:
+        """``CLICK_PIXELS`` in microns at the current zoom."""
         pixel = self.canvas.box.viewPixelSize()
-        tolerance = CLICK_PIXELS * max(pixel[0], pixel[1])
-        self.click(x, y, tolerance)
+        return CLICK_PIXELS * max(pixel[0], pixel[1])
+
+    def _on_canvas_drag(self, phase: str, start: tuple[float, float],
+                        end: tuple[float, float], modifiers) -> bool:
+        """A left drag on the canvas (points in µm). Started on a wire or via of the selected
+        net (Select mode) it moves that element by whole track pitches of its layer; in "Add
+        wire" mode, or with Shift, it draws a wire on the chosen layer from press to release,
+        its ends on the layer's routing tracks.
+        The canvas shows a dashed preview; the release pushes one undoable edit. Anything
+        else (False at the start) pans the view."""
+        if phase == "start":
+            self.dragging = self._drag_kind(start, modifiers)
+            if self.dragging is None:
+                return False
+        if self.dragging is None:
+            return False
+        if self.dragging == "draw":
+            layer = self.layer_box.currentText()
+            a, b = self._on_tracks(layer, start), self._on_tracks(layer, end)
+            if phase == "finish":
+                self._end_drag()
+                self.add_segment(layer, a, b)
+            elif a != b:
+                wire = self.model.add_segment_command(layer, a, b).add_segments[0]
+                self.canvas.draw_preview(("segment", wire))
+            return True
+        dx, dy = self._pitch_steps(start, end)
+        if phase == "finish":
+            self._end_drag()
+            self.move_element(dx, dy)
+        else:
+            command = self.model.move_command(*self.element, dx, dy)
+            kind = self.element[0]
+            self.canvas.draw_preview((kind, command.add_segments[0] if kind == "segment"
+                                      else command.add_vias[0]))
+        return True
+
+    def _drag_kind(self, start: tuple[float, float], modifiers) -> str | None:
+        """What a drag from ``start`` does: "draw", "move" (picking the element under it) or
+        None (pan)."""
+        if self.model.design is None:
+            return None
+        mode = self.mode_box.currentText()
+        shift = bool(modifiers & Qt.KeyboardModifier.ShiftModifier) if modifiers else False
+        if mode == "Add wire" or shift:
+            if self.model.selected is None or not self.layer_box.currentText():
+                self.status.setText("Select a net first: a drawn wire joins the selected net.")
+                return None
+            self.pending_start = None
+            return "draw"
+        if mode != "Select":
+            return None
+        element = self.model.element_at(*start, self._click_tolerance())
+        if element is None:
+            return None
+        self.element = element
+        self.canvas.draw_element(element)
+        return "move"
+
+    def _pitch_steps(self, start: tuple[float, float],
+                     end: tuple[float, float]) -> tuple[int, int]:
+        """The drag's offset in dbu, rounded to whole track pitches of the picked layer."""
+        pitch = self._pitch(self.element[1][0])
+        scale = self.model.design.dbu_per_micron
+        return tuple(int(round((b - a) * scale / pitch)) * pitch
+                     for a, b in zip(start, end, strict=True))
+
+    def _on_tracks(self, layer: str, point: tuple[float, float]) -> tuple[int, int]:
+        """A point (µm) in dbu on the nearest routing track of ``layer`` in x and in y: the
+        DEF's TRACKS for the layer, else multiples of its pitch."""
+        scale = self.model.design.dbu_per_micron
+        pitch = self._pitch(layer)
+        snapped = []
+        for axis, value in zip("XY", point, strict=True):
+            start, step = 0, pitch
+            for track_axis, first, _count, track_step, layers in self.model.design.tracks:
+                if track_axis == axis and layer in layers and track_step > 0:
+                    start, step = first, track_step
+                    break
+            snapped.append(int(start + round((value * scale - start) / step) * step))
+        return snapped[0], snapped[1]
+
+    def _end_drag(self) -> None:
+        self.dragging = None
+        self.canvas.draw_preview(None)
 
     def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
         """What a left click at (x, y) µm does in the current mode."""

@@ -1,4 +1,5 @@
-"""The shared gcd design (Nangate45) and a small hand-written one for the routing panel tests."""
+"""The shared gcd design (Nangate45), a small hand-written one, and a shown routing panel whose
+host keeps its edits in the shell's real undo history, for the routing panel tests."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.methods import chipstar
 from engine.vlsi import shared_design_paths
+from panels.routing.view import RoutingPanel
+from tests.panels.conftest import FakeHost
 
 # Two nets on a 10 x 10 µm die with a 2 µm GCell grid and no LEF: a and b run side by side on
 # metal2 (0.4 µm apart), a climbs to metal3 through a DEF via.
@@ -57,3 +61,35 @@ def small_def(tmp_path: Path) -> Path:
     path = tmp_path / "small.def"
     path.write_text(SMALL_DEF)
     return path
+
+
+class UndoHost(FakeHost):
+    """A FakeHost whose edits go through the shell's own undo adapter (studio.undo), with
+    autosave to a real workspace when one is given."""
+
+    def __init__(self, run_root: Path, workspace=None) -> None:
+        from studio.undo import EditHistory
+
+        super().__init__(run_root, methods=[spec.describe() for spec in chipstar.SPECS])
+        self._params.update({spec.id: spec.params for spec in chipstar.SPECS})
+        self.history = EditHistory(workspace)
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+    def restore_edits(self, document, model, decode_edit) -> int:
+        return self.history.restore(document, model, decode_edit)
+
+
+@pytest.fixture
+def host(tmp_path, qapp, workspace):
+    return UndoHost(tmp_path / "runs", workspace)
+
+
+@pytest.fixture
+def panel(host, make_widget, qtbot) -> RoutingPanel:
+    widget = make_widget(RoutingPanel, host)
+    widget.resize(1300, 800)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget

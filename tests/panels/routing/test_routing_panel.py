@@ -14,45 +14,12 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.methods import chipstar
 from engine.vlsi.def_ import SEG, read_def
 from engine.vlsi.lef import read_lef
 from panels.routing import MANIFEST
 from panels.routing.model import decode
 from panels.routing.view import RoutingPanel
 from tests.panels.conftest import FakeHost
-
-
-class UndoHost(FakeHost):
-    """A FakeHost whose edits go through the shell's own undo adapter (studio.undo), with
-    autosave to a real workspace when one is given."""
-
-    def __init__(self, run_root: Path, workspace=None) -> None:
-        from studio.undo import EditHistory
-
-        super().__init__(run_root, methods=[spec.describe() for spec in chipstar.SPECS])
-        self._params.update({spec.id: spec.params for spec in chipstar.SPECS})
-        self.history = EditHistory(workspace)
-
-    def push_edit(self, document, command, model) -> None:
-        self.history.push(document, command, model)
-
-    def restore_edits(self, document, model, decode_edit) -> int:
-        return self.history.restore(document, model, decode_edit)
-
-
-@pytest.fixture
-def host(tmp_path, qapp, workspace):
-    return UndoHost(tmp_path / "runs", workspace)
-
-
-@pytest.fixture
-def panel(host, make_widget, qtbot) -> RoutingPanel:
-    widget = make_widget(RoutingPanel, host)
-    widget.resize(1300, 800)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
 
 
 @pytest.fixture
@@ -70,20 +37,18 @@ def _signal_rows(panel: RoutingPanel, layer: str) -> np.ndarray:
 
 
 def _frame(canvas) -> np.ndarray:
-    """The layer frame the raster draws for the canvas as it is now."""
+    """The ARGB frame the raster draws for the canvas as it is now."""
     from PySide6.QtGui import QTransform
 
     view = canvas.viewport()
     item_to_view = canvas.raster.deviceTransform(canvas.viewportTransform())
     assert isinstance(item_to_view, QTransform)
-    frame, _ = canvas.raster.render_frame(item_to_view, view.width(), view.height())
-    return frame.copy()
+    return canvas.raster.render_frame(item_to_view, view.width(), view.height()).copy()
 
 
 def _layer_code(canvas, name: str) -> int:
-    """The frame value of a layer (1 + its place among the visible layers drawn)."""
-    drawn = [n for n, b in canvas.raster.layers.items() if b.visible and len(b.shapes)]
-    return drawn.index(name) + 1 if name in drawn else -1
+    """The frame value of a layer's pixels (its colour)."""
+    return canvas.raster.colour_of(name)
 
 
 def test_manifest_names_the_view_factory() -> None:
