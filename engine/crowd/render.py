@@ -26,6 +26,8 @@ BODY_RADIUS_M = 0.25
 BODY_HEIGHT_M = 1.45
 HEAD_RADIUS_M = 0.14
 HEAD_CENTRE_M = 1.62
+PERSON_TOP_M = HEAD_CENTRE_M + HEAD_RADIUS_M
+CULL_SLACK_M = 0.05  # covers float32 rounding in the rays' culling of people
 LIGHT = np.array([0.4, -0.3, 0.85]) / np.linalg.norm([0.4, -0.3, 0.85])
 SKY_RGB = np.array([0.72, 0.8, 0.93])
 FAR = np.inf
@@ -135,35 +137,56 @@ def _hit_ground(origin, rays, half) -> np.ndarray:
 
 
 def _hit_boxes(origin, rays, boxes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(t, box index, normal axis * sign) of the nearest box per ray (slab test)."""
-    if not len(boxes):
-        return np.full(len(rays), FAR), np.full(len(rays), -1), np.zeros((len(rays), 3))
-    safe = np.where(np.abs(rays) < 1e-12, 1e-12, rays)
-    inverse = 1.0 / safe
-    t1 = (boxes[None, :, :3] - origin) * inverse[:, None, :]  # (P, K, 3)
-    t2 = (boxes[None, :, 3:] - origin) * inverse[:, None, :]
-    near, far = np.minimum(t1, t2), np.maximum(t1, t2)
-    t_near, t_far = near.max(-1), far.min(-1)
-    hit = (t_near <= t_far) & (t_near > 0)
-    t = np.where(hit, t_near, FAR)
-    which = t.argmin(1)
-    rows = np.arange(len(rays))
-    best = t[rows, which]
-    axis = near[rows, which].argmax(-1)
-    normal = np.zeros((len(rays), 3))
+    """(t, box index, normal axis * sign) of the nearest box per ray (slab test), one box at
+    a time: a scene has a few boxes and a frame tens of thousands of rays."""
+    count = len(rays)
+    best = np.full(count, FAR)
+    which = np.full(count, -1)
+    axis = np.zeros(count, int)
+    inverse = 1.0 / np.where(np.abs(rays) < 1e-12, 1e-12, rays)
+    for index, box in enumerate(boxes):
+        t1 = (box[:3] - origin) * inverse  # (P, 3)
+        t2 = (box[3:] - origin) * inverse
+        near, far = np.minimum(t1, t2), np.maximum(t1, t2)
+        x, y, z = near.T
+        t_near = np.maximum(np.maximum(x, y), z)
+        t_far = np.minimum(np.minimum(far[:, 0], far[:, 1]), far[:, 2])
+        closer = (t_near <= t_far) & (t_near > 0) & (t_near < best)
+        best = np.where(closer, t_near, best)
+        which = np.where(closer, index, which)
+        entry = np.where(z > np.maximum(x, y), 2, np.where(y > x, 1, 0))  # the face crossed
+        axis = np.where(closer, entry, axis)
+    rows = np.arange(count)
+    normal = np.zeros((count, 3))
     normal[rows, axis] = -np.sign(rays[rows, axis])
-    return best, np.where(np.isfinite(best), which, -1), normal
+    return best, which, normal
 
 
 def _hit_people(origin, rays, people) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(t, person index, normal) of the nearest body (cylinder with a top cap) or head."""
+    """(t, person index, normal) of the nearest body (cylinder with a top cap) or head.
+
+    Each person fits in a sphere; one matrix product (float32) tells which rays pass within
+    it, and the exact intersections (float64) are computed only for those (ray, person)
+    pairs: a person covers a few hundred pixels of a frame, so this skips almost all the
+    work of testing every pair."""
     count = len(rays)
+    best = np.full(count, FAR)
+    who = np.full(count, -1)
+    normal = np.zeros((count, 3))
     if not len(people):
-        return np.full(count, FAR), np.full(count, -1), np.zeros((count, 3))
+        return best, who, normal
+    centres = np.c_[people, np.full(len(people), PERSON_TOP_M / 2)]
+    reach = np.hypot(max(BODY_RADIUS_M, HEAD_RADIUS_M), PERSON_TOP_M / 2) + CULL_SLACK_M
+    q = (centres - origin).astype(np.float32)  # (N, 3) from the camera to each person
+    unit = (rays / np.linalg.norm(rays, axis=1, keepdims=True)).astype(np.float32)
+    along = unit @ q.T  # (P, N) distance along each ray to the point nearest the centre
+    gap = (q * q).sum(1)[None] - along * along  # squared distance of the centre from the ray
+    ray, person = np.nonzero((gap <= np.float32(reach * reach)) & (along > -reach))
+    if not len(ray):
+        return best, who, normal
     ox, oy, oz = origin
-    dx, dy, dz = rays[:, 0:1], rays[:, 1:2], rays[:, 2:3]
-    cx, cy = people[None, :, 0], people[None, :, 1]
-    qx, qy = ox - cx, oy - cy
+    dx, dy, dz = rays[ray, 0], rays[ray, 1], rays[ray, 2]
+    qx, qy = ox - people[person, 0], oy - people[person, 1]
     a = dx * dx + dy * dy
     b = 2 * (qx * dx + qy * dy)
     c = qx * qx + qy * qy - BODY_RADIUS_M ** 2
@@ -183,22 +206,21 @@ def _hit_people(origin, rays, people) -> tuple[np.ndarray, np.ndarray, np.ndarra
         t_head = (-b_head - np.sqrt(disc_head)) / (2 * a_head)
         head = (disc_head >= 0) & (t_head > 0)
     candidates = np.stack([np.where(side, t_side, FAR), np.where(cap, t_cap, FAR),
-                           np.where(head, t_head, FAR)])  # (3, P, N)
+                           np.where(head, t_head, FAR)])  # (3, M)
     part = candidates.argmin(0)
     t = candidates.min(0)
-    who = t.argmin(1)
-    rows = np.arange(count)
-    best, kind = t[rows, who], part[rows, who]
-    with np.errstate(invalid="ignore"):
-        point = origin + np.where(np.isfinite(best), best, 0)[:, None] * rays
-    centre = people[who]
-    normal = np.zeros((count, 3))
-    normal[:, :2] = point[:, :2] - centre
-    normal[kind == 1] = (0.0, 0.0, 1.0)
-    head_rows = kind == 2
-    normal[head_rows, 2] = point[head_rows, 2] - HEAD_CENTRE_M
-    normal /= np.linalg.norm(normal, axis=1, keepdims=True) + 1e-9
-    return best, np.where(np.isfinite(best), who, -1), normal
+    order = np.lexsort((t, ray))  # per ray, nearest first (ties: the lower person index)
+    first = order[np.r_[True, ray[order][1:] != ray[order][:-1]]]
+    first = first[np.isfinite(t[first])]
+    rows, kind = ray[first], part[first]
+    best[rows], who[rows] = t[first], person[first]
+    point = origin + best[rows, None] * rays[rows]
+    normal[rows, :2] = point[:, :2] - people[who[rows]]
+    normal[rows[kind == 1]] = (0.0, 0.0, 1.0)
+    heads = rows[kind == 2]
+    normal[heads, 2] = point[kind == 2, 2] - HEAD_CENTRE_M
+    normal[rows] /= np.linalg.norm(normal[rows], axis=1, keepdims=True) + 1e-9
+    return best, who, normal
 
 
 def render(camera: Camera, geometry: Geometry) -> Frame:

@@ -16,10 +16,14 @@ Two-stage domain hedging (the paper's answer to the lack of coarse/real pairs):
    coming; the control path sees the same kind of signal from both domains, so at generation
    the coarse render's control with the token REAL gives real-looking output.
 
-Offline there is no real footage: the "real" domain is procedurally textured (cobblestones,
-facades with windows, clothes, skin, light tinted by the prompt's time of day, sensor noise)
-and its silhouettes and depth come from the renderer rather than from a segmenter; the
-"synthetic" domain is flat-shaded. A user's own footage replaces neither in this version.
+Offline there is no real footage: by default the "real" domain is procedurally textured
+(cobblestones, facades with windows, clothes, skin, light tinted by the prompt's time of day,
+sensor noise) and its silhouettes and depth come from the renderer rather than from a
+segmenter; the "synthetic" domain is flat-shaded. ``c2r.train`` with a ``footage`` input (a
+fixed camera's video or frame folder) takes stage 1's real clips from the user's footage
+instead, with its controls derived automatically: silhouettes by background subtraction
+against the median frame, coarse depth from the ground plane's row position (each person at
+the depth of the ground at its feet). ``reproduce`` always uses the textured domain.
 
 Methods: ``c2r.simulate`` (scene or real tracks -> trajectories, coarse clip, statistics vs
 real tracks), ``c2r.train`` (the renderer, one or two stages), ``c2r.generate`` (a clip from a
@@ -51,7 +55,7 @@ from engine.api import (
 from engine.crowd import render as R
 from engine.crowd import social_force as sf
 from engine.crowd import stats
-from engine.io.crowd import Scene, Tracks, encode_mp4, read_scene, read_tracks
+from engine.io.crowd import Scene, Tracks, encode_mp4, read_clip, read_scene, read_tracks
 from engine.plots import plot, series
 
 if TYPE_CHECKING:
@@ -68,6 +72,8 @@ COARSENING_LEVELS = (0, 1, 2)  # silhouettes dilated by k px, depth averaged ove
 DISPARITY_M = 3.0  # control depth channel: min(1, DISPARITY_M / depth), 0 for sky
 TOY_FPS = 2.5  # toy clips are sampled like ETH/UCY
 PROBE_BATCH = 32  # frames per probe step, half real, half synthetic
+FOOTAGE_MOVING = 0.1  # a pixel this far (max over RGB, 0-1) from the median frame is a person
+FOOTAGE_PROMPT = "real footage of pedestrians walking"
 DEMO_SCENE = {
     "ground": {"size": [30, 24]},
     "buildings": [{"center": [-9, 7], "size": [7, 5], "height": 9},
@@ -201,6 +207,65 @@ def to_model_frames(rgb: np.ndarray) -> np.ndarray:
 
 def from_model_frames(x: np.ndarray) -> np.ndarray:
     return np.clip((np.moveaxis(x, -3, -1) + 1) / 2, 0, 1)
+
+
+# -- the user's footage ---------------------------------------------------------------------------
+
+def square_frames(video: np.ndarray, size: int) -> np.ndarray:
+    """(T, size, size, 3) float32 in [0, 1]: the centre square of each frame, area-resampled."""
+    from PIL import Image
+
+    height, width = video.shape[1:3]
+    side = min(height, width)
+    top, left = (height - side) // 2, (width - side) // 2
+    crop = video[:, top:top + side, left:left + side]
+    return np.stack([np.asarray(Image.fromarray(f).resize((size, size), Image.Resampling.BOX))
+                     for f in crop]).astype(np.float32) / 255
+
+
+def background_silhouettes(frames: np.ndarray) -> np.ndarray:
+    """(T, H, W) bool: pixels away from the clip's median frame (a fixed camera's background,
+    as people keep moving) by more than ``FOOTAGE_MOVING``."""
+    background = np.median(frames, axis=0)
+    return np.abs(frames - background).max(-1) > FOOTAGE_MOVING
+
+
+def ground_disparity(silhouettes: np.ndarray) -> np.ndarray:
+    """(T, H, W) coarse disparity in [0, 1] from the ground plane's row position: a camera
+    looking down at flat ground sees nearer ground lower in the frame, so the ground's
+    disparity grows from the top row (the horizon) to the bottom one, and each person (a
+    connected silhouette) takes the disparity of the ground at its feet (its lowest row)."""
+    from scipy.ndimage import find_objects, label
+
+    height, width = silhouettes.shape[1:]
+    ramp = (np.arange(height, dtype=np.float32) + 0.5) / height
+    disparity = np.repeat(np.repeat(ramp[None, :, None], width, 2), len(silhouettes), 0)
+    for t, mask in enumerate(silhouettes):
+        blobs, _ = label(mask)
+        for number, box in enumerate(find_objects(blobs), start=1):
+            feet = box[0].stop - 1
+            disparity[t][blobs == number] = ramp[feet]
+    return disparity
+
+
+def footage_clips(path: str | Path, frames: int, size: int, prompt: int,
+                  check_cancelled: Callable[[], None] = lambda: None) -> ToyClips:
+    """Stage 1's real clips from the user's footage (a video or a frame folder, fixed camera):
+    overlapping windows of ``frames`` frames, with the controls derived from the footage
+    itself (``background_silhouettes``, ``ground_disparity``) and prompt index ``prompt``."""
+    video, _ = read_clip(path)
+    if len(video) < frames:
+        raise ValueError(f"{path}: {len(video)} frame(s); the footage needs at least `frames` "
+                         f"({frames})")
+    check_cancelled()
+    rgb = square_frames(video, size)
+    silhouettes = background_silhouettes(rgb)
+    disparity = ground_disparity(silhouettes)
+    starts = np.arange(0, len(rgb) - frames + 1, max(1, frames // 2))
+    windows = starts[:, None] + np.arange(frames)
+    real = rgb[windows]
+    return ToyClips(real, real, silhouettes[windows], disparity[windows],
+                    np.full(len(starts), prompt))
 
 
 # -- training the renderer ----------------------------------------------------------------------
@@ -502,6 +567,9 @@ class TrainParams(MethodParams):
     batch_size: int = Field(8, ge=2, le=64, description="clips per step")
     lr: float = Field(2e-3, gt=0, le=0.1, description="AdamW learning rate")
     sample_steps: int = Field(16, ge=1, le=200, description="DDIM steps for the previews")
+    footage_prompt: str = Field(FOOTAGE_PROMPT, min_length=1, max_length=300,
+                                description="what the supplied footage shows (its prompt in "
+                                "training); used only with a footage input")
 
     @model_validator(mode="after")
     def _shapes(self) -> TrainParams:
@@ -519,13 +587,25 @@ def model_config(p: TrainParams) -> Any:
 
 
 def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
-    ctx.log("rendering toy crowds in both looks")
-    real = toy_clips(params.real_clips, params.frames, params.image_size, ctx.seed,
-                     ctx.check_cancelled)
+    """Stage 1 learns the real look from the user's footage when there is a ``footage``
+    input (controls derived from it), else from the textured toy clips."""
+    footage = inputs.get("footage")
+    if footage and not params.two_stage:
+        raise ValueError("footage: given, but two_stage is off (synthetic pairs only), so the "
+                         "footage would not be used")
+    prompts = [p for p, _ in PROMPTS] + ([params.footage_prompt] if footage else [])
+    if footage:
+        ctx.log(f"deriving silhouettes and coarse depth from {footage}")
+        real = footage_clips(footage, params.frames, params.image_size, len(PROMPTS),
+                             ctx.check_cancelled)
+    else:
+        ctx.log("rendering toy crowds in both looks")
+        real = toy_clips(params.real_clips, params.frames, params.image_size, ctx.seed,
+                         ctx.check_cancelled)
     synthetic = toy_clips(params.synthetic_clips, params.frames, params.image_size,
                           ctx.seed + 1, ctx.check_cancelled)
     held_out = toy_clips(4, params.frames, params.image_size, ctx.seed + 2, ctx.check_cancelled)
-    vectors = embed_prompts([p for p, _ in PROMPTS], prompt_cache(ctx))
+    vectors = embed_prompts(prompts, prompt_cache(ctx))
     plan = training_plan(params.two_stage, params.steps_stage1, params.steps_stage2)
     every = max(1, sum(s.steps for s in plan) // 200)
 
@@ -541,9 +621,14 @@ def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
     generated = generate_clips(trained.model, control, vectors[held_out.prompt], domain,
                                params.sample_steps, ctx.seed)
     outputs = save_training(ctx, trained, params, held_out, generated)
+    if footage:
+        outputs["footage_controls"] = ctx.save_artifact("footage_controls", np.concatenate(
+            [real.silhouette[0], real.disparity[0]], axis=-1).astype(np.float32))
+        outputs["footage"] = {"path": str(footage), "clips": len(real),
+                              "moving_share": float(real.silhouette.mean())}
     outputs["checkpoint"] = ctx.save_checkpoint("renderer", trained.model, cfg={
         **trained.model.cfg.to_dict(), "params": params.model_dump(), "domain": domain,
-        "prompts": [p for p, _ in PROMPTS], "seed": ctx.seed})
+        "prompts": prompts, "seed": ctx.seed})
     return outputs
 
 
@@ -813,14 +898,16 @@ SPECS: list[MethodSpec] = [
                      "with the real tracks.")),
     MethodSpec(
         id="c2r.train", title="C2R neural renderer (two-stage domain hedging)", paper=PAPER,
-        params=TrainParams, run=run_train, panel="crowd",
+        params=TrainParams, run=run_train, panel="crowd", inputs={"footage": "video"},
         outputs={"loss": "plot", "previews": "array", "preview_video": "file",
-                 "checkpoint": "checkpoint"},
+                 "footage_controls": "array", "checkpoint": "checkpoint"},
         resources=Resources(cpus=1, memory_gb=2),
         description=("Trains a small conditional video denoiser (U-Net with temporal "
-                     "attention, control branch, MiniLM prompt) on toy crowds: a prior on "
-                     "procedurally textured 'real' clips with controls derived from them, then "
-                     "a few paired synthetic clips.")),
+                     "attention, control branch, MiniLM prompt): a prior on real clips with "
+                     "controls derived from them (your footage, a fixed camera's video or frame "
+                     "folder: silhouettes by background subtraction, depth from the ground "
+                     "row; without footage, procedurally textured toy clips), then a few "
+                     "paired synthetic clips.")),
     MethodSpec(
         id="c2r.generate", title="Coarse render to real-style clip", paper=PAPER,
         params=GenerateParams, run=run_generate, panel="crowd",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,7 +88,10 @@ class CrowdModel:
         self.events.emit("clips", names=list(self.clips))
 
     def load_tracks(self, path: str | Path) -> None:
-        self.tracks = read_tracks(path)
+        self.set_tracks(read_tracks(path))
+
+    def set_tracks(self, tracks: Tracks) -> None:
+        self.tracks = tracks
         self._map_frames = {}
         self.events.emit("tracks", count=len(self.tracks.ids))
 
@@ -137,10 +141,9 @@ class CrowdModel:
         out[:, min(split, out.shape[1] - 1)] = WIPE_DIVIDER_RGB
         return out
 
-    def view_frames(self, start: int, stop: int, wipe: tuple[str, str, float] | None = None,
-                    height: int | None = None) -> np.ndarray:
-        """(stop - start, H, W, 3): what the view shows at frames ``start`` .. ``stop - 1``,
-        side by side or, given (left, right, position), wiped. The current frame is kept."""
+    def frames_over(self, start: int, stop: int, draw: Callable[[], np.ndarray]) -> np.ndarray:
+        """``draw()`` at each frame of ``start`` .. ``stop - 1``, stacked; the current frame
+        is kept and no event is sent."""
         start, stop = max(0, start), min(stop, self.frame_count)
         if stop <= start:
             raise ValueError(f"empty frame range {start + 1}..{stop}")
@@ -148,8 +151,7 @@ class CrowdModel:
         try:
             for index in range(start, stop):
                 self.frame = index
-                frames.append(self.wipe(*wipe, height=height) if wipe
-                              else self.composite(height))
+                frames.append(draw())
         finally:
             self.frame = kept
         return np.stack(frames)

@@ -13,7 +13,13 @@ current frame marked. "Wipe" shows two chosen clips in one view split at a divid
 mouse drags. Exports: the view as MP4 or GIF and PNG frames of a range, the trajectories as
 CSV (written on a worker thread, atomically). Edits: the prompt, and a person's waypoint
 dragged on the track map; both undoable through ``host.push_edit``; "Regenerate" submits
-``c2r.generate`` with the prompt, the edited tracks and the frame range.
+``c2r.generate`` with the prompt, the edited tracks and the frame range. With "overlays" on,
+exports carry the tracks with their ids (drawn over the clip for pixel tracks, the track map
+beside it for metric ones).
+Beside the track map, two more tabs: the scene editor (``panels.crowd.scene_editor``: a crowd
+scene JSON edited from above, undoable, simulated on the thread pool, rendered coarsely by
+``c2r.simulate``) and the camera path in 3-D (``panels.crowd.camera3d``, vispy; where OpenGL
+cannot draw, the tab says why), whose marked camera follows the clock.
 Nothing here imports torch: the methods run in the engine.
 """
 
@@ -29,6 +35,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QObject, QPointF, QRunnable, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
@@ -38,6 +45,7 @@ from PySide6.QtWidgets import (
     QSlider,
     QSpinBox,
     QSplitter,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -53,10 +61,12 @@ from panels.crowd.model import (
     SetPrompt,
     decode,
 )
+from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)
+SCENE_FORMATS = ("crowd-scene",)
 RUN_OUTPUTS = {"coarse_rgb": "coarse", "coarse_frames": "coarse", "frames": "generated"}
 MODE_SIDE_BY_SIDE, MODE_WIPE = "Side by side", "Wipe"
 GENERATE_METHOD = "c2r.generate"
@@ -157,7 +167,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.timer = QTimer(self)
         self.timer.timeout.connect(lambda: self.model.step(1, wrap=True))
         self._build()
-        self.model.events.connect("frame", lambda index: self.redraw())
+        self.model.events.connect("frame", lambda index: self._on_frame(index))
         self.model.events.connect("clips", lambda names: self._on_content())
         self.model.events.connect("tracks", lambda count: self._on_content())
         self.model.events.connect("prompt", self._show_prompt)
@@ -205,9 +215,24 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         left_layout.addLayout(self._build_compare_bar())
         left_layout.addWidget(self.clip_names)
         left_layout.addWidget(self.clips_label, 1)
+        self.scene_editor = SceneEditor(self.host, self.run_in_pool, lambda: self.model.frame,
+                                        self.show_simulation, self.render_scene)
+        self.side_tabs = QTabWidget()
+        self.side_tabs.addTab(self.map_label, "Track map")
+        self.side_tabs.addTab(self.scene_editor, "Scene editor")
+        self.camera_view = None  # panels.crowd.camera3d.CameraPathView, made when first shown
+        self.camera_tab = QWidget()
+        self.camera_placeholder = QLabel("the scene's camera path in 3-D")
+        self.camera_placeholder.setWordWrap(True)
+        QVBoxLayout(self.camera_tab).addWidget(self.camera_placeholder)
+        self.side_tabs.addTab(self.camera_tab, "Camera 3D")
+        self.side_tabs.currentChanged.connect(
+            lambda _: self.show_camera_view() if self.side_tabs.currentWidget()
+            is self.camera_tab else None)
+        self.scene_editor.changed.connect(self.update_camera_view)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
-        splitter.addWidget(self.map_label)
+        splitter.addWidget(self.side_tabs)
         self.metrics_plot = pg.PlotWidget()
         self.metrics_plot.setMaximumHeight(160)
         self.metrics_plot.addLegend(offset=(-10, 5))
@@ -258,6 +283,10 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             self.export_video))
         self.export_frames_button = QPushButton("Export PNG frames…")
         self.export_frames_button.clicked.connect(self.choose_frames_folder)
+        self.overlays_box = QCheckBox("overlays")
+        self.overlays_box.setChecked(True)
+        self.overlays_box.setToolTip("burn the tracks with their ids into PNG, MP4 and GIF "
+                                     "exports (over pixel tracks' clip, else the map beside it)")
         self.export_csv_button = QPushButton("Export tracks CSV…")
         self.export_csv_button.clicked.connect(lambda: self._ask_path(
             "Export trajectories", "tracks.csv", "CSV (*.csv)", self.export_tracks_csv))
@@ -265,7 +294,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         row.addWidget(self.range_start)
         row.addWidget(QLabel("to"))
         row.addWidget(self.range_end)
-        for widget in (self.export_video_button, self.export_frames_button,
+        for widget in (self.overlays_box, self.export_video_button, self.export_frames_button,
                        self.export_csv_button):
             row.addWidget(widget)
         row.addStretch(1)
@@ -291,7 +320,11 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     def open_file(self, path: str | os.PathLike, name: str | None = None) -> None:
         path = Path(path)
         try:
-            if path.suffix.lower() != ".npy" and detect(path).name in TRACK_FORMATS:
+            kind = detect(path).name if path.suffix.lower() != ".npy" else None
+            if kind in SCENE_FORMATS:
+                self.scene_editor.open_scene(path)
+                self.side_tabs.setCurrentWidget(self.scene_editor)
+            elif kind in TRACK_FORMATS:
                 self.model.load_tracks(path)
                 restored = self.restore_edits()
                 if restored:
@@ -322,6 +355,43 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             self.timer.start(max(1, int(1000 / max(self.model.fps, 1e-3))))
         else:
             self.timer.stop()
+
+    def _on_frame(self, index: int) -> None:
+        self.redraw()
+        self.scene_editor.show_frame(index)
+        if self.camera_view is not None:
+            self.camera_view.set_camera(*self.scene_editor.model.camera_at_frame(index))
+
+    # -- the camera path in 3-D ------------------------------------------------------------
+
+    def show_camera_view(self) -> bool:
+        """Make (once) and fill the 3-D camera view; False, with the reason shown in its tab,
+        where OpenGL cannot draw it."""
+        self.side_tabs.setCurrentWidget(self.camera_tab)
+        if self.camera_view is None:
+            from panels.widgets.gl import gl_problem
+
+            problem = gl_problem()
+            try:
+                if problem:
+                    raise RuntimeError(problem)
+                from panels.crowd.camera3d import CameraPathView
+
+                self.camera_view = CameraPathView()
+            except Exception as exc:  # no OpenGL, no vispy backend: the 2-D views remain
+                self.camera_placeholder.setText(f"3-D camera view unavailable: {exc}")
+                return False
+            self.camera_placeholder.hide()
+            self.camera_tab.layout().addWidget(self.camera_view)
+        self.update_camera_view()
+        return True
+
+    def update_camera_view(self) -> None:
+        if self.camera_view is None:
+            return
+        scene = self.scene_editor.model
+        self.camera_view.set_scene(scene.scene, scene.camera_path(), self.scene_editor.tracks)
+        self.camera_view.set_camera(*scene.camera_at_frame(self.model.frame))
 
     def _on_content(self) -> None:
         self.slider.blockSignals(True)
@@ -429,13 +499,13 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         if self.wipe_pair() is not None and pixmap is not None and pixmap.width():
             self.set_wipe_position(x / pixmap.width())
 
-    def current_image(self) -> QImage:
+    def current_image(self, overlays: bool = True) -> QImage:
         """The clips side by side (or wiped), tracks in pixels drawn over the first clip."""
         wipe = self.wipe_pair()
         image = to_qimage(self.model.wipe(*wipe, height=VIEW_HEIGHT_PX) if wipe
                           else self.model.composite(VIEW_HEIGHT_PX))
         tracks = self.model.tracks
-        if tracks is not None and tracks.units == "px" and self.model.clips:
+        if overlays and tracks is not None and tracks.units == "px" and self.model.clips:
             first = next(iter(self.model.clips.values()))
             scale = VIEW_HEIGHT_PX / first.shape[1]
             markers = self.model.markers()
@@ -464,10 +534,12 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
 
     # -- export ----------------------------------------------------------------------------
 
-    def export_png(self, path: str | os.PathLike) -> None:
-        """The current clips (with pixel tracks) and, when there are metric tracks, the map."""
-        image = self.current_image()
-        if self.model.tracks is not None and self.model.tracks.units != "px":
+    def export_image(self) -> QImage:
+        """What the exports show at the current frame: the clips and, with overlays on, the
+        tracks with their ids over the clip (pixel tracks) or the track map beside it."""
+        overlays = self.overlays_box.isChecked()
+        image = self.current_image(overlays)
+        if overlays and self.model.tracks is not None and self.model.tracks.units != "px":
             track_map = self.map_image()
             joined = QImage(image.width() + track_map.width(),
                             max(image.height(), track_map.height()),
@@ -478,19 +550,25 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             painter.drawImage(image.width(), 0, track_map)
             painter.end()
             image = joined
-        if not image.save(str(path), "PNG"):
+        return image
+
+    def export_png(self, path: str | os.PathLike) -> None:
+        if not self.export_image().save(str(path), "PNG"):
             raise OSError(f"{path}: could not write the PNG")
 
     def frame_range(self) -> tuple[int, int]:
         """(start, stop) frame indices of the range boxes (1-based, inclusive, in the UI)."""
         return self.range_start.value() - 1, self.range_end.value()
 
+    def export_frames_rgb(self, start: int, stop: int) -> np.ndarray:
+        """(stop - start, H, W, 3): ``export_image`` at each frame of the range."""
+        return self.model.frames_over(start, stop, lambda: to_rgb(self.export_image()))
+
     def export_video(self, path: str | os.PathLike) -> None:
-        """The view (side by side or wiped) over the frame range as MP4 or GIF, encoded on
-        the worker thread."""
+        """The view (side by side or wiped, with overlays when on) over the frame range as
+        MP4 or GIF, encoded on the worker thread."""
         try:
-            frames = self.model.view_frames(*self.frame_range(), wipe=self.wipe_pair(),
-                                            height=VIEW_HEIGHT_PX)
+            frames = self.export_frames_rgb(*self.frame_range())
         except ValueError as exc:
             self.host.show_error("Export failed", str(exc))
             return
@@ -500,8 +578,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         """PNG frames of the view over the frame range: ``frame_0001.png`` ..."""
         start, stop = self.frame_range()
         try:
-            frames = self.model.view_frames(start, stop, wipe=self.wipe_pair(),
-                                            height=VIEW_HEIGHT_PX)
+            frames = self.export_frames_rgb(start, stop)
         except ValueError as exc:
             self.host.show_error("Export failed", str(exc))
             return
@@ -591,10 +668,19 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
                                           "max_frames": max(1, stop - start)}, inputs)
 
     def _write_scratch_tracks(self) -> Path:
-        workspace = getattr(self.host, "workspace_path", None)
-        folder = Path(workspace()) / "crowd" if callable(workspace) else \
-            Path(self.host.run_dir("crowd-edits"))
-        return self.model.export_tracks_csv(folder / "edited_tracks.csv")
+        return self.model.export_tracks_csv(scratch_folder(self.host) / "edited_tracks.csv")
+
+    # -- the scene editor ------------------------------------------------------------------
+
+    def show_simulation(self, tracks) -> None:
+        """An edited scene's simulated tracks become the panel's tracks (map, clock)."""
+        self.model.set_tracks(tracks)
+
+    def render_scene(self, scene_path: Path) -> None:
+        """``c2r.simulate`` on the edited scene: its coarse clip and tracks open here."""
+        frames = self.scene_editor.model.scene.frames
+        self.run_method("c2r.simulate", {"fit": False, "max_frames": min(frames, 2000)},
+                        {"scene": str(scene_path)})
 
     def choose_export_path(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export frame", "frame.png", "PNG (*.png)")
@@ -658,6 +744,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
 
     def closeEvent(self, event) -> None:
         self.timer.stop()
+        self.scene_editor.close()
         self._unsubscribe()
         self.pool.waitForDone(5000)
         super().closeEvent(event)
@@ -672,6 +759,14 @@ def splice(clip: np.ndarray | None, frames: np.ndarray, start: int) -> np.ndarra
                                           axis=0)])
     out[start:start + len(frames)] = frames
     return out
+
+
+def to_rgb(image: QImage) -> np.ndarray:
+    """(H, W, 3) uint8 copy of a QImage (rows may be padded in Qt's buffer)."""
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(),
+                                                               image.bytesPerLine())
+    return rows[:, :3 * image.width()].reshape(image.height(), image.width(), 3).copy()
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:

@@ -220,3 +220,62 @@ def test_smoke_reproduce(tmp_path):
     assert targets == [(0.7, ">="), (0.7, ">="), (0.7, ">="), (0.3, "<=")]
     assert all(0 <= c["measured"] <= 1 for c in claim["criteria"])
     assert (tmp_path / out["sample_video"]).is_file()
+
+
+# -- training on the user's footage --------------------------------------------------------------
+
+def street_footage(frames: int = 12, size: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed camera's clip: a textured street and two people (bright blocks) walking across,
+    one near (low in the frame), one far. Returns (video uint8, the people's masks)."""
+    rng = np.random.default_rng(0)
+    street = np.repeat(rng.integers(60, 110, (size, size, 1)), 3, axis=2).astype(np.uint8)
+    video = np.repeat(street[None], frames, axis=0)
+    masks = np.zeros((frames, size, size), bool)
+    for t in range(frames):
+        masks[t, 30:42, 2 + 3 * t:8 + 3 * t] = True   # near: feet at row 41
+        masks[t, 10:16, 44 - 3 * t:47 - 3 * t] = True  # far: feet at row 15
+    video[masks] = (235, 220, 60)
+    return video, masks
+
+
+def test_footage_controls_mark_the_moving_blobs():
+    video, masks = street_footage()
+    rgb = c2r.square_frames(video, 48)
+    silhouettes = c2r.background_silhouettes(rgb)
+    iou = (silhouettes & masks).sum((1, 2)) / (silhouettes | masks).sum((1, 2))
+    assert iou.min() > 0.9
+    disparity = c2r.ground_disparity(silhouettes)
+    near, far = disparity[0][masks[0] & (np.arange(48)[None, :] < 20)], \
+        disparity[0][masks[0] & (np.arange(48)[None, :] > 30)]
+    assert np.allclose(near, 41.5 / 48) and np.allclose(far, 15.5 / 48)  # ground at the feet
+    assert disparity[0, 47, 20] > disparity[0, 0, 20]  # nearer ground is lower in the frame
+
+
+def test_stage_one_trains_on_user_footage(tmp_path, monkeypatch):
+    from engine.io.crowd import write_video
+
+    video, masks = street_footage()
+    path = write_video(tmp_path / "street.mp4", video, fps=10)  # H.264 via imageio-ffmpeg
+    seen = []
+    original = c2r.draw_batch
+    monkeypatch.setattr(c2r, "draw_batch", lambda rng, real, *rest: (
+        seen.append(real.prompt[0]), original(rng, real, *rest))[1])
+    params = c2r.TrainParams(steps_stage1=2, steps_stage2=1, synthetic_clips=2, image_size=16,
+                             frames=4, channels=8, batch_size=2, sample_steps=1,
+                             footage_prompt="a sunny street")
+    out = SPECS["c2r.train"].run(context(tmp_path / "train"), params, {"footage": str(path)})
+    assert out["footage"]["clips"] == 5  # windows of 4 frames every 2 of 12
+    assert seen and set(seen) == {len(c2r.PROMPTS)}  # every batch's real clips: the footage
+    controls = np.load(tmp_path / "train" / out["footage_controls"])
+    small = masks[:4].reshape(4, 16, 3, 16, 3).mean((2, 4)) > 0.5
+    silhouettes = controls[..., :16] > 0.5
+    assert (silhouettes & small).sum() / small.sum() > 0.8 and silhouettes[~small].mean() < 0.05
+    cfg = json.loads((tmp_path / "train" / out["checkpoint"] / "cfg.json").read_text())
+    assert cfg["prompts"][-1] == "a sunny street"
+    with pytest.raises(ValueError, match="footage.*two_stage"):
+        SPECS["c2r.train"].run(context(tmp_path / "a"), params.model_copy(
+            update={"two_stage": False}), {"footage": str(path)})
+    with pytest.raises(ValueError, match="at least `frames`"):
+        SPECS["c2r.train"].run(context(tmp_path / "b"), params.model_copy(
+            update={"frames": 8}), {"footage": str(write_video(tmp_path / "short.mp4",
+                                                               video[:5], fps=10))})

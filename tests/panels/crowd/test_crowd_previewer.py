@@ -59,8 +59,11 @@ def test_wipe_splits_two_clips_at_the_divider():
     assert (left[:, :3] == 10).all() and (left[:, 4:] == 200).all()
     assert (left[:, 3] == 255).all()                     # the divider
     assert not np.array_equal(left, right)
-    frames = model.view_frames(0, 2, wipe=("coarse", "generated", 0.5), height=16)
-    assert frames.shape == (2, 16, 20, 3)
+    model.set_frame(1)
+    frames = model.frames_over(0, 2, lambda: model.wipe("coarse", "generated", 0.5, height=16))
+    assert frames.shape == (2, 16, 20, 3) and model.frame == 1
+    with pytest.raises(ValueError, match="empty frame range"):
+        model.frames_over(2, 2, lambda: model.composite())
 
 
 def test_edits_and_their_undo_restore_prompt_and_path(tmp_path):

@@ -1,0 +1,308 @@
+"""The crowd panel's scene editor: edits change the scene JSON (read back by the engine's
+reader), undo through the window's history restores it, invalid geometry is refused, the
+simulation of an edited scene walks round a new building, and "Render coarse" submits it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.io.crowd import read_scene
+from panels.crowd.scene import SceneError, SceneModel, decode
+
+pytest.importorskip("PySide6")
+
+CROSSING = {
+    "ground": {"size": [30, 20]},
+    "groups": [{"count": 8, "spawn_center": [-11, 0], "spawn_size": [2, 3], "goal": [11, 0]}],
+    "camera": [{"t_s": 0, "position": [0, -15, 6], "look_at": [0, 0, 0]}],
+    "duration_s": 24, "fps": 5,
+}
+
+
+@pytest.fixture
+def scene_file(tmp_path):
+    path = tmp_path / "scene.json"
+    path.write_text(json.dumps(CROSSING))
+    return path
+
+
+def test_an_edit_is_written_back_and_reverting_it_restores_the_file(scene_file):
+    model = SceneModel(scene_file)
+    edit = model.propose_add_box("buildings", (0, 6), (4, 3), 10)
+    assert read_scene(scene_file).buildings == []  # proposed, not applied
+    edit.apply(model)
+    assert read_scene(scene_file).buildings[0].bounds() == (-2, 4.5, 2, 7.5)
+    replayed = decode(json.loads(json.dumps(edit.to_json())))
+    replayed.apply(model)  # replaying an autosaved edit twice changes nothing
+    assert len(read_scene(scene_file).buildings) == 1
+    edit.revert(model)
+    assert read_scene(scene_file).buildings == []
+
+
+def test_invalid_geometry_is_refused_with_the_reason(scene_file):
+    model = SceneModel(scene_file)
+    with pytest.raises(SceneError, match="groups.*spawn_center.*inside a building"):
+        model.propose_add_box("buildings", (-11, 0), (3, 3))
+    with pytest.raises(SceneError, match=r"buildings\[0\].*outside"):
+        model.propose_add_box("buildings", (14, 0), (4, 4))
+    with pytest.raises(SceneError, match="must be positive"):
+        model.propose_add_box("obstacles", (0, 0), (0, 2))
+    with pytest.raises(SceneError, match=r"groups\[3\] does not exist"):
+        model.propose_path(3, [(0, 0)])
+    assert read_scene(scene_file).model_dump() == model.scene.model_dump()
+
+
+def test_groups_paths_and_camera_keyframes(scene_file):
+    model = SceneModel(scene_file)
+    model.propose_spawn_group(5, (-5, -5), (5, 5)).apply(model)
+    model.propose_path(1, [(0, -6), (4, -2), (8, 6)]).apply(model)
+    model.propose_camera_keyframe(10, (3, -14, 9), (0, 1, 0)).apply(model)
+    model.propose_camera_keyframe(10, (4, -14, 9), (0, 1, 0)).apply(model)  # replaces it
+    scene = read_scene(scene_file)
+    assert scene.groups[1].count == 5 and scene.groups[1].goal == (8, 6)
+    assert scene.groups[1].waypoints == [(0, -6), (4, -2)]
+    assert [k.t_s for k in scene.camera] == [0, 2.0] and scene.camera[1].position[0] == 4
+    path = model.camera_path()
+    assert np.allclose(path[0], (0, -15, 6)) and np.allclose(path[-1], (4, -14, 9))
+    assert model.item_at(4.3, -14) == ("camera", 1) and model.item_at(-5, -4) == ("groups", 1)
+    model.propose_delete("camera", 1).apply(model)
+    model.propose_delete("groups", 0).apply(model)
+    scene = read_scene(scene_file)
+    assert len(scene.camera) == 1 and [g.count for g in scene.groups] == [5]
+    with pytest.raises(SceneError, match="camera: List should have at least 1 item"):
+        model.propose_delete("camera", 0)
+
+
+class UndoHost:
+    """The test FakeHost with the window's real undo history."""
+
+    def __init__(self, fake_host) -> None:
+        from studio.undo import EditHistory
+
+        self.fake = fake_host
+        self.history = EditHistory()
+
+    def __getattr__(self, name):
+        return getattr(self.fake, name)
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+
+@pytest.fixture
+def panel(make_widget, fake_host):
+    from engine.methods import c2r
+    from panels.crowd.view import CrowdPanel
+
+    fake_host._params.update({spec.id: spec.params for spec in c2r.SPECS})
+    return make_widget(CrowdPanel, UndoHost(fake_host))
+
+
+def test_editor_clicks_change_the_json_and_undo_restores_it(panel, scene_file):
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    assert panel.side_tabs.currentWidget() is editor and editor.model.path == scene_file
+    editor.tool_box.setCurrentText("Building")
+    editor.click(0.0, 6.0)
+    assert len(read_scene(scene_file).buildings) == 1
+    editor.tool_box.setCurrentText("Select")
+    editor.click(0.5, 6.5)
+    assert editor.selection == ("buildings", 0)
+    assert editor.drag_box("buildings", 0, (1.0, 6.0), (6.0, 2.0))  # resized
+    assert read_scene(scene_file).buildings[0].size == (6, 2)
+    editor.tool_box.setCurrentText("Group")
+    editor.click(-5, -5)
+    editor.click(5, -5)
+    editor.tool_box.setCurrentText("Camera")
+    panel.model.set_frame(0)
+    editor.click(2, -12)
+    editor.click(0, 0)
+    scene = read_scene(scene_file)
+    assert len(scene.groups) == 2 and scene.camera[0].position == (2, -12, 8)
+    editor.tool_box.setCurrentText("Path")
+    for point in ((0, 3), (11, 3)):
+        editor.click(*point)
+    editor.group_box.setValue(1)
+    editor.finish_path()
+    assert read_scene(scene_file).groups[0].waypoints == [(0, 3)]
+
+    stack = panel.host.history.stack
+    assert stack.count() == 5  # building, resize, group, camera, path
+    while stack.canUndo():
+        stack.undo()
+    assert read_scene(scene_file).model_dump() == read_scene_data(CROSSING)
+    stack.redo()
+    assert len(read_scene(scene_file).buildings) == 1
+
+
+def read_scene_data(data: dict) -> dict:
+    from engine.io.crowd import Scene
+
+    return Scene.model_validate(data).model_dump()
+
+
+def test_editor_refuses_invalid_geometry_and_keeps_the_scene(panel, scene_file):
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.tool_box.setCurrentText("Building")
+    editor.click(-11, 0)  # on the group's spawn point
+    assert "inside a building" in panel.host.errors[-1][1]
+    assert "refused" in editor.status.text()
+    assert read_scene(scene_file).buildings == [] and panel.host.history.stack.count() == 0
+
+
+def test_the_simulation_of_an_edited_scene_walks_round_the_new_building(panel, scene_file,
+                                                                      qtbot):
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    wall = (-1.5, -3.0, 1.5, 3.0)
+
+    def inside(tracks) -> int:
+        x, y = tracks.xy.T
+        return int(((x > wall[0]) & (x < wall[2]) & (y > wall[1]) & (y < wall[3])).sum())
+
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not None, timeout=10_000)
+    assert inside(editor.tracks) > 0  # without the building they walk straight through
+    editor.push(lambda: editor.model.propose_add_box("buildings", (0, 0), (3, 6)))
+    assert editor.tracks is not None  # stale tracks stay until the next simulation
+    before = editor.tracks
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not before, timeout=10_000)
+    tracks = editor.tracks
+    assert inside(tracks) == 0
+    last = np.array([xy[-1] for _, xy in tracks.per_pedestrian().values()])
+    assert (last[:, 0] > 8).mean() >= 0.75  # and still get across
+    assert panel.model.tracks is tracks  # the panel plays them on its clock
+    panel.model.set_frame(5)
+    assert len(editor.people.data) == len(tracks.positions_at(5)[0])
+
+
+def test_render_coarse_submits_the_saved_scene(panel, scene_file):
+    panel.open_file(scene_file)
+    panel.scene_editor.render_button.click()
+    submitted = panel.host.submitted[-1]
+    assert submitted["method"] == "c2r.simulate"
+    assert submitted["inputs"] == {"scene": str(scene_file)}
+    assert submitted["params"] == {"fit": False, "max_frames": 120} and panel.jobs
+
+
+def test_a_new_scene_is_saved_in_the_workspace(panel):
+    editor = panel.scene_editor
+    editor.new_scene()
+    assert editor.model.path.is_file() and editor.model.path.parent.name == "crowd-edits"
+    editor.tool_box.setCurrentText("Obstacle")
+    editor.click(2, 2)
+    assert read_scene(editor.model.path).obstacles[0].center == (2, 2)
+    other = editor.model.path.parent / "plaza.json"
+    editor.save_as(other)
+    editor.tool_box.setCurrentText("Group")
+    editor.click(-5, 0)
+    editor.click(5, 0)
+    assert len(read_scene(other).groups) == 1  # edits now go to the saved copy
+    editor.tool_box.setCurrentText("Select")
+    editor.click(-5, 0.5)
+    assert editor.selection == ("groups", 0)
+    editor.delete_button.click()
+    assert read_scene(other).groups == []
+
+
+def test_the_camera_view_follows_the_clock(panel, scene_file, qtbot):
+    """Under Qt's offscreen platform there is no OpenGL: the tab says why. With a display
+    (``xvfb-run -a``) the view draws the scene and marks the camera of the current frame."""
+    from panels.widgets.gl import gl_problem
+
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.push(lambda: editor.model.propose_camera_keyframe(50, (10, -10, 12), (0, 4, 0)))
+    problem = gl_problem()
+    assert panel.show_camera_view() is (problem is None)
+    if problem is not None:
+        assert problem in panel.camera_placeholder.text() and panel.camera_view is None
+        return
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not None, timeout=10_000)
+    assert panel.camera_view.tracks.visible
+    panel.model.set_frame(25)  # halfway between the keyframes at frames 0 and 50
+    assert np.allclose(panel.camera_view.current_position, (5, -12.5, 9))
+    image = panel.camera_view.snapshot()
+    assert image.shape[2] == 4 and image[..., :3].std() > 5  # something drawn, not a blank
+    panel.model.set_frame(60)  # held at the last keyframe
+    assert np.allclose(panel.camera_view.current_position, (10, -10, 12))
+
+
+def test_overlays_are_burned_into_exports_when_on(make_widget, fake_host, tmp_path, qtbot):
+    from engine.io.crowd import read_video
+    from panels.crowd.view import CrowdPanel
+
+    panel = make_widget(CrowdPanel, fake_host)
+    panel.model.add_clip("coarse", np.zeros((3, 64, 64, 3), np.uint8))
+    mot = tmp_path / "gt.txt"
+    mot.write_text("".join(f"{t + 1},4,{10 + 8 * t},20,6,12,1,-1,-1,-1\n" for t in range(3)))
+    panel.open_file(mot)
+    panel.overlays_box.setChecked(False)
+    plain = panel.export_frames_rgb(0, 3)
+    assert plain.max() == 0
+    panel.overlays_box.setChecked(True)
+    marked = panel.export_frames_rgb(0, 3)
+    assert marked.shape == plain.shape
+    scale = 256 / 64  # the view's height over the clip's
+    foot = (round(32 * scale), round((13 + 8 * 2) * scale))  # (row, col) at frame 3
+    assert marked[2, foot[0] - 4:foot[0] + 4, foot[1] - 4:foot[1] + 4].max() > 100
+    assert panel.model.frame == 0  # exporting keeps the clock where it was
+    panel.export_video(tmp_path / "marked.mp4")
+    qtbot.waitUntil(lambda: (tmp_path / "marked.mp4").exists(), timeout=10_000)
+    frames, _ = read_video(tmp_path / "marked.mp4")
+    assert len(frames) == 3 and frames.max() > 100
+
+    metric = tmp_path / "tracks.csv"
+    metric.write_text("frame,id,x,y\n0,1,0,0\n1,1,1,0\n2,1,2,1\n")
+    panel.open_file(metric)
+    assert panel.export_frames_rgb(0, 1).shape[2] > plain.shape[2]  # the map beside it
+    panel.overlays_box.setChecked(False)
+    assert panel.export_frames_rgb(0, 1).shape[2] == plain.shape[2]
+
+
+def test_mouse_clicks_on_the_map_place_and_select(panel, scene_file, qtbot):
+    from PySide6.QtCore import QPointF, Qt
+
+    panel.resize(1400, 800)
+    panel.show()
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    qtbot.waitExposed(editor.plot)
+    view_box = editor.plot.getPlotItem().vb
+
+    def click_at(x: float, y: float) -> None:
+        point = editor.plot.mapFromScene(view_box.mapViewToScene(QPointF(x, y)))
+        qtbot.mouseClick(editor.plot.viewport(), Qt.MouseButton.LeftButton, pos=point)
+
+    editor.tool_box.setCurrentText("Building")
+    click_at(5, -5)
+    (building,) = read_scene(scene_file).buildings
+    assert np.allclose(building.center, (5, -5), atol=0.5)
+    qtbot.wait(10)  # the redraw has put a box item under the pointer
+    editor.tool_box.setCurrentText("Select")
+    click_at(*building.center)  # on the box item
+    assert editor.selection == ("buildings", 0)
+    import pyqtgraph as pg
+
+    (box,) = [item for item in editor._items if isinstance(item, pg.RectROI)]
+    box.setPos((6.0, -4.0))  # a drag ends with the region-change-finished signal
+    qtbot.waitUntil(lambda: read_scene(scene_file).buildings[0].center == (8, -2), timeout=2000)
+    assert panel.host.history.stack.count() == 2  # placed, then moved
+    editor.delete_button.click()
+    assert read_scene(scene_file).buildings == []
+
+
+def test_an_invalid_scene_file_is_reported_with_its_line(panel, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**CROSSING, "buildings": [
+        {"center": [0, 0], "size": [2, 2]}, {"center": [40, 0], "size": [2, 2]}]}, indent=1))
+    panel.open_file(bad)
+    title, message = panel.host.errors[-1]
+    assert str(bad) in message and "line" in message and "outside" in message
+    assert panel.scene_editor.model.path is None  # the editor kept its scene
