@@ -250,6 +250,9 @@ async def drive(window, out: Path) -> None:
     step("c2r.simulate on the demo scene in the crowd previewer")
     await screenshot_crowd(window, out)
 
+    step("the crowd panel's scene editor and camera path on the demo scene")
+    await screenshot_crowd_scene(window, out)
+
     step("sae_pc1.train on MiniLM layer 3 in the SAE browser")
     await screenshot_sae(window, out)
     step("done")
@@ -293,6 +296,33 @@ async def screenshot_crowd(window, out: Path) -> None:
     window.runs_dock_widget.hide()
     await settle(window)
     save(window, out, "crowd-previewer.png")
+    window.runs_dock_widget.show()
+
+
+async def screenshot_crowd_scene(window, out: Path) -> None:
+    """The crowd panel's scene editor on the demo scene, simulated, a building selected; then
+    the camera path in 3D where OpenGL draws."""
+    import json
+
+    from engine.methods.c2r import DEMO_SCENE
+
+    panel = window.open_panel("crowd")
+    if panel is None:
+        raise StepFailed(f"the crowd panel did not open: {window.errors}")
+    scene = Path(tempfile.mkdtemp()) / "demo-scene.json"
+    scene.write_text(json.dumps(DEMO_SCENE))
+    panel.open_file(scene)  # opens the Scene editor tab
+    panel.scene_editor.simulate()
+    await wait_until("the scene's simulation", lambda: panel.scene_editor.tracks is not None,
+                     JOB_TIMEOUT_S)
+    panel.model.set_frame(40)
+    panel.scene_editor.select_at(-9, 7)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "crowd-scene-editor.png")
+    if panel.show_camera_view():  # only where OpenGL draws
+        await settle(window)
+        save(window, out, "crowd-camera-path.png")
     window.runs_dock_widget.show()
 
 
