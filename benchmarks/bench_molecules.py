@@ -3,8 +3,12 @@ and featurisation throughput of ``engine.io.molecules`` against a plain RDKit lo
 
 The grid is the panel's own ``QListView`` (offscreen Qt); a frame = move the scroll bar one
 page and repaint the viewport synchronously (queued events are handled after). Depictions of
-cells that come into view are drawn on a worker thread, so a frame never waits for them;
-"fully drawn" is the time until they have all arrived.
+cells that come into view, and the property shown under them, are computed on a worker thread
+started after the paint, so a frame never waits for them; "fully drawn" is the time until they
+have all arrived. Right after loading, the panel's other worker computes every molecule's
+Murcko scaffold and the set's diversity: RDKit holds the GIL in short bursts, and each Python
+call the paint makes can wait for it (up to the interpreter's 5 ms switch interval), so frames
+over new cells are measured twice: while that runs, and after it finished.
 Featurisation computes the kCGM descriptor set both ways on the same 300 SMILES (best of three
 alternating runs each); the target is at most 10% overhead. ``BENCH_MOLECULES_COUNT`` changes
 the grid's size.
@@ -34,11 +38,11 @@ class _Host:
         command.apply(model)
 
 
-def _frames_ms(panel, app, pages: int, settle: bool = False) -> tuple[list[float], list[float]]:
+def _frames_ms(panel, app, pages: range, settle: bool = False) -> tuple[list[float], list[float]]:
     """(frame times, times until the page's depictions were all drawn) per page, in ms."""
     bar = panel.grid.verticalScrollBar()
     frames, drawn = [], []
-    for page in range(pages):
+    for page in pages:
         start = time.perf_counter()
         bar.setValue(min(bar.maximum(), page * bar.pageStep()))
         panel.grid.viewport().repaint()  # the paint a scroll event causes, synchronously
@@ -65,13 +69,19 @@ def _grid_rows(smiles: list[str]) -> list[dict]:
     panel.model.load_smiles(smiles)
     app.processEvents()
     load_ms = (time.perf_counter() - start) * 1e3
-    cold, cold_drawn = _frames_ms(panel, app, FRAMES, settle=True)
-    warm, _ = _frames_ms(panel, app, FRAMES)
+    busy, _ = _frames_ms(panel, app, range(FRAMES // 2), settle=True)
+    panel.wait_computed(600_000)  # scaffolds and diversity of the whole set
+    app.processEvents()
+    cold, cold_drawn = _frames_ms(panel, app, range(FRAMES // 2, FRAMES // 2 + FRAMES),
+                                  settle=True)
+    warm, _ = _frames_ms(panel, app, range(FRAMES))
     panel.close()
     return [
         {"name": f"grid: show {len(smiles)} molecules", "value": load_ms, "unit": "ms"},
         {"name": "grid scroll to new cells (median frame)", "value": statistics.median(cold),
          "unit": "ms", "target": "<= 16"},
+        {"name": "grid scroll to new cells, scaffolds computing (median)",
+         "value": statistics.median(busy), "unit": "ms"},
         {"name": "grid: new page fully drawn (median)", "value": statistics.median(cold_drawn),
          "unit": "ms"},
         {"name": "grid scroll, cached (median frame)", "value": statistics.median(warm),

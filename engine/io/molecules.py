@@ -19,6 +19,7 @@ import gzip
 import io
 import math
 import re
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ SDF_EXTENSIONS = (".sdf", ".sd", ".mol", ".sdf.gz")
 FASTA_EXTENSIONS = (".fasta", ".fa", ".faa", ".fas", ".fasta.gz")
 PDB_EXTENSIONS = (".pdb", ".ent", ".pdb.gz")
 CIF_EXTENSIONS = (".cif", ".mmcif", ".cif.gz")
+# Molecular dynamics, read with MDAnalysis: a topology names the atoms, a trajectory moves them.
+MD_TOPOLOGY_EXTENSIONS = (".psf", ".prmtop", ".parm7", ".gro", ".tpr")
+MD_TRAJECTORY_EXTENSIONS = (".dcd", ".xtc", ".trr")
 PROTEIN_LETTERS = set("ACDEFGHIKLMNPQRSTVWYBXZJUO*-")
 NUCLEOTIDE_LETTERS = set("ACGTUN-")
 MAX_PROBLEMS_SHOWN = 20
@@ -402,12 +406,33 @@ def _sdf_fields(data: str) -> dict:
 
 # -- XYZ ---------------------------------------------------------------------------------------
 
-def read_xyz(path: str | Path) -> MoleculeFile:
-    """One or more frames: an atom count, a comment, then ``element x y z`` lines. Bonds are
-    perceived from distances (RDKit ``DetermineConnectivity``) to give a SMILES."""
+@dataclass
+class XyzFrame:
+    """One frame of an XYZ file, read without chemistry (a generation trajectory's early frames
+    are noise): its atoms, comment, time (``t=0.350`` in the comment) and first line."""
+
+    atoms: list[tuple[str, float, float, float]]
+    comment: str
+    time: float | None
+    line: int
+
+
+TIME_PATTERN = re.compile(r"(?:^|[\s,;])t\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+
+
+def frame_time(comment: str) -> float | None:
+    """The time a frame's comment or a FASTA header names (``t=0.350``), else ``None``."""
+    match = TIME_PATTERN.search(comment)
+    return float(match.group(1)) if match else None
+
+
+def read_xyz_frames(path: str | Path) -> tuple[list[XyzFrame], list[tuple[str, str]]]:
+    """Every frame: an atom count, a comment, then ``element x y z`` lines. The atom count may
+    change from frame to frame (a generation trajectory that adds and deletes atoms). A
+    truncated or malformed frame is a problem at its line; reading goes on after it."""
     path = Path(path)
     lines = _read_text(path).splitlines()
-    records, problems, at = [], [], 0
+    frames, problems, at = [], [], 0
     while at < len(lines):
         if not lines[at].strip():
             at += 1
@@ -434,17 +459,35 @@ def read_xyz(path: str | Path) -> MoleculeFile:
                 bad = (f"line {number + 1}", f"expected 'element x y z', got "
                                              f"{lines[number][:40]!r}")
                 break
+        comment = lines[at + 1].strip() if at + 1 < len(lines) else ""
+        at += 2 + count
         if bad:
             problems.append(bad)
-            at += 2 + count
-            continue
-        comment = lines[at + 1].strip() if at + 1 < len(lines) else ""
-        smiles = _xyz_smiles(atoms)
-        if smiles is None:
-            problems.append((f"line {start}", "unknown element or no sensible bonding"))
         else:
-            records.append(Molecule(smiles, comment, f"line {start}", {}, atoms))
-        at += 2 + count
+            frames.append(XyzFrame(atoms, comment, frame_time(comment), start))
+    return frames, problems
+
+
+def read_xyz(path: str | Path) -> MoleculeFile:
+    """One or more frames, each a molecule where its bonds make sense: bonds are perceived
+    from distances (RDKit ``DetermineConnectivity``) to give a SMILES. In a file of several
+    frames each molecule's properties give its ``frame`` (from 1) and time ``t`` when the
+    comment names one; frames that are no molecule are problems at their line."""
+    path = Path(path)
+    frames, problems = read_xyz_frames(path)
+    records = []
+    for number, frame in enumerate(frames, 1):
+        smiles = _xyz_smiles(frame.atoms) if frame.atoms else None
+        if smiles is None:
+            problems.append((f"line {frame.line}", "unknown element or no sensible bonding"))
+            continue
+        props: dict = {}
+        if len(frames) > 1:
+            props["frame"] = number
+            if frame.time is not None:
+                props["t"] = frame.time
+        records.append(Molecule(smiles, frame.comment, f"line {frame.line}", props,
+                                frame.atoms))
     if not records:
         raise _nothing_readable(path, "XYZ frame", problems)
     return MoleculeFile(str(path), "xyz", records, problems)
@@ -713,18 +756,87 @@ def _sniff_kind(path: Path, head: bytes) -> tuple[str, int]:
     return "", 0
 
 
+def _sniff_md(path: Path, head: bytes) -> tuple[str, int]:
+    """MD files by name; 2 where the content agrees (a PSF's first word, a DCD's ``CORD``)."""
+    ext = extension_of(path)
+    if ext in MD_TOPOLOGY_EXTENSIONS:
+        return "md_topology", 1 if ext == ".psf" and not head.lstrip().startswith(b"PSF") else 2
+    if ext in MD_TRAJECTORY_EXTENSIONS:
+        return "md_trajectory", 1 if ext == ".dcd" and head[4:8] != b"CORD" else 2
+    return "", 0
+
+
+def quiet_mdanalysis() -> None:
+    """MDAnalysis 2.x warns on every DCD frame about a change planned for 3.0 that readers
+    copying each frame's positions (ours) do not depend on."""
+    warnings.filterwarnings("ignore", message="DCDReader currently makes independent",
+                            category=DeprecationWarning)
+
+
+def _inspect_md(path: Path) -> dict:
+    """A topology's atoms and residues, or a trajectory's atoms and frames (MDAnalysis reads
+    DCD/XTC/TRR headers without a topology); the molecule panel plays the pair."""
+    from MDAnalysis.coordinates.core import get_reader_for
+    from MDAnalysis.topology.core import get_parser_for
+
+    quiet_mdanalysis()
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if _sniff_md(path, head)[1] < 2:
+        raise FormatError(path, "not what its name says (no PSF title or DCD 'CORD' header)")
+    try:
+        if extension_of(path) in MD_TRAJECTORY_EXTENSIONS:
+            reader = get_reader_for(str(path))(str(path))
+            summary = {"kind": "md_trajectory", "atoms": reader.n_atoms,
+                       "frames": reader.n_frames}
+            reader.close()
+        else:
+            with get_parser_for(str(path))(str(path)) as parser:
+                topology = parser.parse()
+            summary = {"kind": "md_topology", "atoms": topology.n_atoms,
+                       "residues": topology.n_residues}
+    except Exception as exc:  # MDAnalysis raises many kinds; name the file
+        raise FormatError(path, f"MDAnalysis cannot read it ({type(exc).__name__}: "
+                                f"{exc})") from None
+    return {"summary": summary, "metadata": {
+        "plays_with": "a trajectory (DCD, XTC, TRR)" if summary["kind"] == "md_topology"
+        else "its topology (PSF, PRMTOP, GRO, TPR or PDB)"}}
+
+
 def _sniffer(name: str):
     def sniff(path: Path, head: bytes) -> int:
-        kind, score = _sniff_kind(path, head)
+        kind, score = _sniff_md(path, head) if name.startswith("md_") else \
+            _sniff_kind(path, head)
         return score if kind == name else 0
 
     return sniff
 
 
+def _xyz_trajectory(path: Path) -> dict:
+    """A multi-frame XYZ read as a trajectory: frames, atoms per frame, the time span."""
+    frames, _ = read_xyz_frames(path)
+    if len(frames) < 2:
+        return {}
+    counts = [len(f.atoms) for f in frames]
+    times = [f.time for f in frames if f.time is not None]
+    found = {"frames": len(frames), "atoms_per_frame": {"min": min(counts), "max": max(counts)}}
+    if times:
+        found["time"] = {"first": times[0], "last": times[-1]}
+    return found
+
+
 def _inspect(path: Path) -> dict:
-    found = read_molecules(path, limit=INSPECT_RECORD_LIMIT)
+    trajectory = _xyz_trajectory(path) if extension_of(path) == ".xyz" else {}
+    try:
+        found = read_molecules(path, limit=INSPECT_RECORD_LIMIT)
+    except FormatError:
+        if not trajectory:
+            raise
+        found = MoleculeFile(str(path), "xyz", [], [])  # noise frames only: still a trajectory
     summary: dict = {"kind": found.kind, "records": len(found.records),
                      "invalid": len(found.problems)}
+    if trajectory:
+        summary["frames"] = trajectory.pop("frames")
     if len(found.records) >= INSPECT_RECORD_LIMIT:
         summary["stopped_after"] = INSPECT_RECORD_LIMIT
     metadata: dict = {"problems": [f"{where}: {problem}" for where, problem in
@@ -744,6 +856,7 @@ def _inspect(path: Path) -> dict:
     if structures:
         summary["atoms"] = len(structures[0].atoms)
         metadata["chains"] = {c: len(s) for c, s in structures[0].chains.items()}
+    metadata.update(trajectory)
     return {"summary": summary, "metadata": metadata}
 
 
@@ -761,4 +874,8 @@ FORMATS = [
            kinds=("structure",)),
     Format("mmcif", "mmCIF structure", CIF_EXTENSIONS, _sniffer("mmcif"), _inspect,
            panel="molecules", kinds=("structure",)),
+    Format("md_topology", "MD topology (atoms, residues, bonds)", MD_TOPOLOGY_EXTENSIONS,
+           _sniffer("md_topology"), _inspect_md, panel="molecules", kinds=("structure",)),
+    Format("md_trajectory", "MD trajectory (frames of coordinates)", MD_TRAJECTORY_EXTENSIONS,
+           _sniffer("md_trajectory"), _inspect_md, panel="molecules", kinds=("trajectory",)),
 ]

@@ -12,6 +12,7 @@ import csv
 import io
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from engine.io.molecules import (
     standardise,
 )
 from panels.lab.model import Events
+from panels.molecules.numbering import CDRS, NUMBERING_LIMIT, Numbering
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 ANTIBIOTICS = SHARED_DATA / "molecules" / "GNEprop_known_abx.tsv"
@@ -43,6 +45,7 @@ DIVERSITY_SAMPLE = 2000  # pairwise distances over an even sample of a bigger se
 HISTOGRAM_BINS = 24
 HISTOGRAM_SAMPLE = 2000
 FLAGS = ("", "accepted", "rejected", "flagged")
+NUMBERING_COLUMNS = ("chain type", *CDRS, "CDR3 length")  # table columns once numbered
 
 
 @dataclass
@@ -75,6 +78,21 @@ class Entry:
         if name not in self._values:
             self._values[name] = descriptor(parse_smiles(self.smiles), name)
         return self._values[name]
+
+    def known_descriptor(self, name: str) -> tuple[bool, float | None]:
+        """(known, value) without computing anything: the grid paints what is known and asks
+        a worker for the rest. An invalid molecule's value is known: ``None``."""
+        if self._valid is False:
+            return True, None
+        if self._valid and name in self._values:
+            return True, self._values[name]
+        return False, None
+
+    def remember(self, name: str, value: float | None) -> None:
+        """A descriptor computed elsewhere (``None``: the SMILES does not parse)."""
+        self._valid = value is not None
+        if value is not None:
+            self._values[name] = value
 
     def descriptors(self) -> dict[str, float]:
         """The whole kCGM descriptor set (empty for an invalid molecule)."""
@@ -173,6 +191,10 @@ class MoleculeSetModel:
         self.reference: list[tuple[str, str]] = []  # (name, cleaned SMILES)
         self._reference_fps: np.ndarray | None = None
         self._reference_values: dict[str, np.ndarray] = {}
+        self.numbering: dict[int, Numbering] = {}  # entry index -> its antibody numbering
+        # Called between molecules by the long loops (scaffolds, fingerprints) that run on a
+        # worker: the panel makes it wait while the grid scrolls, so paints get the GIL.
+        self.pause: Callable[[], Any] = lambda: None
         self.events = Events("loaded", "changed", "order", "search")
 
     # -- loading -------------------------------------------------------------------------
@@ -187,6 +209,13 @@ class MoleculeSetModel:
         self.path = str(path)
         self.entries = [_entry(record) for record in found.records]
         self.problems = found.problems
+        self._reset()
+
+    def load_records(self, records: list, name: str | os.PathLike) -> None:
+        """Records read elsewhere (an MD run's structure; none for a trajectory of noise)."""
+        self.path = str(name)
+        self.entries = [_entry(record) for record in records]
+        self.problems = []
         self._reset()
 
     def load_smiles(self, smiles: list[str], name: str = "generated") -> None:
@@ -211,6 +240,7 @@ class MoleculeSetModel:
 
     def _reset(self) -> None:
         self.hits, self.sort_key, self.scaffold_filter = {}, None, None
+        self.numbering = {}
         self.order = list(range(len(self.entries)))
         self.events.emit("loaded")
 
@@ -249,6 +279,8 @@ class MoleculeSetModel:
         entry = self.entries[index]
         if name in DESCRIPTOR_NAMES:
             return entry.descriptor(name)
+        if name in NUMBERING_COLUMNS:
+            return self.numbering_value(index, name)
         return entry.props.get(name, getattr(entry, name, None))
 
     def sort(self, name: str, descending: bool = False) -> None:
@@ -278,12 +310,41 @@ class MoleculeSetModel:
         return [i for i, entry in enumerate(self.entries)
                 if entry.scaffold == self.scaffold_filter]
 
+    # -- antibody numbering --------------------------------------------------------------
+
+    def numbering_targets(self) -> list[tuple[int, str, str]]:
+        """(entry index, name, sequence) of the protein chains to number (antibodies among
+        them are found by ANARCI; at most ``NUMBERING_LIMIT``)."""
+        return [(i, e.name or f"#{i + 1}", e.detail) for i, e in enumerate(self.entries)
+                if e.kind == "protein" and isinstance(e.record, Sequence)][:NUMBERING_LIMIT]
+
+    def add_numbering(self, indices: list[int], results: list[Numbering | None]) -> int:
+        """Keep the numbering of these entries (``None``: not an antibody chain); how many
+        chains are numbered so far."""
+        self.numbering.update({i: n for i, n in zip(indices, results, strict=True)
+                               if n is not None})
+        return len(self.numbering)
+
+    def numbering_value(self, index: int, name: str) -> str | int | None:
+        numbering = self.numbering.get(index)
+        if numbering is None:
+            return None
+        if name == "chain type":
+            return numbering.chain
+        if name == "CDR3 length":
+            return len(numbering.cdr(self.entries[index].detail, "CDR3"))
+        return numbering.cdr(self.entries[index].detail, name)
+
     # -- scaffolds and diversity ---------------------------------------------------------
 
     def scaffold_groups(self) -> list[tuple[str, int]]:
         """(scaffold SMILES, molecules) largest group first; ``""`` gathers the acyclic ones.
         Computes every scaffold once (call it off the GUI thread for big sets)."""
-        counts = Counter(entry.scaffold for entry in self.entries if entry.valid)
+        counts: Counter = Counter()
+        for entry in self.entries:
+            self.pause()
+            if entry.valid:
+                counts[entry.scaffold] += 1
         return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
     def filter_scaffold(self, scaffold: str | None) -> None:
@@ -299,7 +360,7 @@ class MoleculeSetModel:
         """Morgan (r2, 2048 bits) rows of the given entries, from a per-SMILES cache (an
         invalid molecule is all zeros)."""
         missing = sorted({self.entries[i].smiles for i in indices} - self._fingerprints.keys())
-        for smiles, row in zip(missing, _fingerprints(missing), strict=True):
+        for smiles, row in zip(missing, _fingerprints(missing, self.pause), strict=True):
             self._fingerprints[smiles] = row.astype(np.float32)
         out = np.zeros((len(indices), FINGERPRINT_BITS), dtype=np.float32)
         for row, i in enumerate(indices):
@@ -311,7 +372,7 @@ class MoleculeSetModel:
         molecules among ``indices`` (all by default; an even sample of ``DIVERSITY_SAMPLE``
         for bigger sets); ``None`` with fewer than two. 0 for identical molecules."""
         chosen = range(len(self.entries)) if indices is None else indices
-        valid = [i for i in chosen if self.entries[i].valid]
+        valid = [i for i in chosen if self.pause() or self.entries[i].valid]
         if len(valid) < 2:
             return None
         valid = valid[::max(1, len(valid) // DIVERSITY_SAMPLE)]
@@ -462,12 +523,13 @@ def _entry(record) -> Entry:
     return Entry(record.smiles, record.name, record.location, dict(record.props), record=record)
 
 
-def _fingerprints(smiles: list[str]) -> np.ndarray:
+def _fingerprints(smiles: list[str], pause: Callable[[], Any] = lambda: None) -> np.ndarray:
     from rdkit.Chem import rdFingerprintGenerator
 
     generator = rdFingerprintGenerator.GetMorganGenerator(radius=2, fpSize=FINGERPRINT_BITS)
     out = np.zeros((len(smiles), FINGERPRINT_BITS), dtype=np.float64)
     for i, text in enumerate(smiles):
+        pause()
         mol = parse_smiles(text)
         if mol is not None:
             out[i] = generator.GetFingerprintAsNumPy(mol)

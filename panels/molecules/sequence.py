@@ -2,7 +2,9 @@
 class; a click selects a residue and highlights it.
 
 A track is one chain: a FASTA record, an antibody's VH or VL, or a PDB/mmCIF chain (its
-residue numbers come from the file, so a selected residue reads ``A 45 LYS``).
+residue numbers come from the file, so a selected residue reads ``A 45 LYS``). An antibody
+chain numbered by ANARCI (``numbering.py``) carries each residue's scheme label and region, and
+its CDRs are drawn as coloured bars under their letters.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ CLASS_COLOUR = {
 NUCLEOTIDE_COLOUR = {"A": "#58b368", "C": "#5b8def", "G": "#f2c14e", "T": "#e0585b",
                      "U": "#e0585b"}
 ONE_TO_THREE = {one: three for three, one in reversed(THREE_TO_ONE.items())}
+CDR_COLOUR = {"CDR1": "#d62728", "CDR2": "#2ca02c", "CDR3": "#1f77b4"}
 CELL_WIDTH, ROW_HEIGHT, LABEL_WIDTH = 14, 22, 110
+CDR_BAR = 3  # pixels of the bar under a CDR residue
 
 
 def residue_class(letter: str) -> str:
@@ -46,6 +50,12 @@ class Track:
     sequence: str
     numbers: list[int]
     kind: str = "protein"  # or "nucleotide"
+    labels: list[str] | None = None  # scheme numbers ("111A") of a numbered antibody chain
+    regions: list[str] | None = None  # "CDR1".."CDR3" or "" per residue
+    scheme: str = ""  # the numbering scheme's title, e.g. "IMGT"
+
+    def region(self, position: int) -> str:
+        return self.regions[position] if self.regions else ""
 
     def colour(self, position: int) -> str:
         letter = self.sequence[position]
@@ -58,7 +68,11 @@ class Track:
         letter = self.sequence[position]
         name = ONE_TO_THREE.get(letter, letter) if self.kind == "protein" else letter
         what = residue_class(letter) if self.kind == "protein" else "nucleotide"
-        return f"{self.label} {self.numbers[position]} {name} ({what})"
+        text = f"{self.label} {self.numbers[position]} {name} ({what})"
+        if self.labels and self.labels[position]:
+            text += f"; {self.scheme} {self.labels[position]}"
+            text += f" {self.region(position)}" if self.region(position) else " framework"
+        return text
 
 
 def tracks_of(record: Sequence | Structure | None) -> list[Track]:
@@ -142,6 +156,10 @@ class SequenceStrip(QWidget):
                 painter.fillRect(rect, QColor(track.colour(position)))
                 painter.setPen(Qt.GlobalColor.black)
                 painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, track.sequence[position])
+                region = track.region(position)
+                if region:
+                    painter.fillRect(rect.left(), rect.bottom() - CDR_BAR + 1, rect.width(),
+                                     CDR_BAR, QColor(CDR_COLOUR[region]))
         if self.selected is not None:
             painter.setPen(QPen(Qt.GlobalColor.black, 2))
             painter.setBrush(Qt.BrushStyle.NoBrush)

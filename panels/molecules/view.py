@@ -1,25 +1,34 @@
 """The molecule panel: a grid of 2D depictions beside a sortable property table, property
 histograms against a reference set, SMARTS search, nearest reference, SMILES edits, Murcko
-scaffolds and set diversity, residue strips, and a 3-D view with RMSD superposition.
+scaffolds and set diversity, residue strips with antibody CDRs, a 3-D view with RMSD
+superposition and a cartoon, and a trajectory player.
 
 Left, the grid (a ``QListView`` in icon mode over ``MoleculeGridModel``): Qt asks only for the
-cells on screen, and depictions are drawn then and cached, so 100k molecules scroll smoothly.
-Right, tabs: the property table (click a header to sort; grid and table share one order; a
-scaffold column and the file's own columns), the histograms (the set vs the reference, the
+cells on screen, and their depictions and shown property are computed on a worker thread after
+the paint and cached, so 100k molecules scroll smoothly. Right, tabs: the property table (click
+a header to sort; grid and table share one order; a scaffold column, CDR columns once antibody
+chains are numbered, and the file's own columns), the histograms (the set vs the reference, the
 features kCGM calibrates), the editor (SMILES with live validity, standardise,
 accept/reject/flag, nearest reference by Tanimoto), the sequence strip (FASTA records, antibody
-VH/VL, PDB chains; one letter per residue coloured by property class; a click selects a
-residue), and the 3-D view (ETKDG ball-and-stick, CA trace plus atoms; pyqtgraph.opengl,
-imported when the tab is first opened; pin one entry and the next is superposed on it with its
-RMSD). Scaffolds, diversity and conformers are computed on a worker thread. Every edit goes
-through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run opens its
-generated molecules. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram, a 3-D
+VH/VL, PDB chains; one letter per residue coloured by property class; CDR1-3 marked after ANARCI
+numbering in IMGT, Kabat or Chothia, run on a worker thread since it calls hmmscan; a click
+selects a residue), and the 3-D view (ETKDG ball-and-stick, CA trace plus atoms or a cartoon
+tube; pyqtgraph.opengl, imported when the tab is first opened; pin one entry and the next is
+superposed on it with its RMSD). Below the tabs, the player for trajectories: an MD run
+(topology + trajectory read by MDAnalysis on a worker thread, RMSD to frame 0), a generation
+trajectory whose atom count changes (multi-frame XYZ) or a sequence trajectory whose length
+changes (``>t=`` FASTA). Scaffolds, diversity and conformers are computed on a worker thread.
+Every edit goes through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run
+opens its generated molecules; a finished ``branching_flows.*`` run opens its samples and plays
+its trajectories. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram, a 3-D
 snapshot (PNG).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -33,11 +42,14 @@ from PySide6.QtCore import (
     QSize,
     Qt,
     QThreadPool,
+    QTimer,
     Signal,
 )
-from PySide6.QtGui import QPixmap
+from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
+    QDialog,
+    QDialogButtonBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -52,25 +64,68 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.io.molecules import DESCRIPTOR_NAMES, Molecule, Structure, canonical_smiles
+from engine.io import FormatError, extension_of
+from engine.io.molecules import (
+    DESCRIPTOR_NAMES,
+    Molecule,
+    Structure,
+    canonical_smiles,
+    descriptor,
+    parse_smiles,
+    read_fasta,
+)
 from panels.molecules.depict import MISSING, DepictionCache, export_grid, render_png
 from panels.molecules.geometry import (
     COLOUR_MODES,
+    STYLES,
     molecule_scene,
     residue_atoms,
     structure_scene,
     superpose,
 )
-from panels.molecules.model import ANTIBODIES, FLAGS, MoleculeSetModel, decode
-from panels.molecules.sequence import CLASS_COLOUR, SequenceStrip, tracks_of
+from panels.molecules.model import (
+    ANTIBODIES,
+    FLAGS,
+    NUMBERING_COLUMNS,
+    MoleculeSetModel,
+    decode,
+)
+from panels.molecules.numbering import (
+    SCHEME_TITLES,
+    SCHEMES,
+    number_sequences,
+    numbering_problem,
+)
+from panels.molecules.player import TrajectoryPlayer
+from panels.molecules.sequence import CDR_COLOUR, CLASS_COLOUR, SequenceStrip, Track, tracks_of
+from panels.molecules.trajectory import (
+    TOPOLOGY_EXTENSIONS,
+    TRAJECTORY_EXTENSIONS,
+    Trajectory,
+    read_generation,
+    read_md,
+    sequence_trajectory,
+)
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.plot_view import PlotSpecView
+from panels.widgets.schema_form import SchemaForm
 
 CELL = QSize(150, 120)  # depiction size in the grid
 GRID = QSize(170, 168)  # cell with its two lines of text
 FIXED_COLUMNS = ["#", "name", "SMILES", "flag"]
 TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT, TAB_SEQUENCE, TAB_3D = range(5)
 RUN_METHOD = "kcgm.calibrate"
+SCROLL_QUIET_MS = 300  # background loops resume this long after the grid last scrolled
+IDLE_WAIT_S = 5.0  # and never wait longer than this for it
+NUMBERING_CHUNK = 20  # chains per hmmscan call: closing the panel waits for one chunk at most
+# Methods the panel launches; their parameter forms come from the engine's method list.
+RUN_METHODS = {
+    "kcgm.calibrate": "kCGM calibration toward the reference; its samples open here",
+    "branching_flows.molecules": "Branching Flows on 3-D molecules; samples and generation "
+                                 "trajectories open here",
+    "branching_flows.antibodies": "Branching Flows on antibody sequences; samples and "
+                                  "sequence trajectories open here",
+}
 
 
 @cache
@@ -94,9 +149,18 @@ def _scene_of(entry, mode: str):
     return molecule_scene(entry.smiles)
 
 
-def _pixmap(png: bytes) -> QPixmap:
+def _natural(path: Path) -> list:
+    """Sort key that puts ``trajectory_2`` before ``trajectory_10``."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def _pixmap(depiction: bytes | QImage) -> QPixmap:
+    """A depiction ready to paint: from the image a worker decoded (the grid), or from PNG
+    bytes (the editor's preview, drawn on the spot)."""
+    if isinstance(depiction, QImage):
+        return QPixmap.fromImage(depiction)
     pixmap = QPixmap()
-    pixmap.loadFromData(png, "PNG")
+    pixmap.loadFromData(depiction, "PNG")
     return pixmap
 
 
@@ -109,19 +173,24 @@ def _format(value: Any) -> str:
 
 
 class _Rendered(QObject):
-    done = Signal(object, object)  # key, PNG bytes or None
+    done = Signal(object, object, str, object, bool)  # key, QImage, property, value, drawn
 
 
-class _RenderDepiction(QRunnable):
-    """Draws one depiction on the pool's thread; the result comes back as a queued signal."""
+class _RenderCell(QRunnable):
+    """One grid cell's work on the pool's thread: the shown property's value and (unless it
+    is cached) the depiction, decoded to an image; both come back as a queued signal, so the
+    GUI thread only turns the image into a pixmap."""
 
-    def __init__(self, key: tuple, signals: _Rendered) -> None:
+    def __init__(self, key: tuple, shown: str, draw: bool, signals: _Rendered) -> None:
         super().__init__()
-        self.key = key
-        self.signals = signals
+        self.key, self.shown, self.draw, self.signals = key, shown, draw, signals
 
     def run(self) -> None:
-        self.signals.done.emit(self.key, render_png(*self.key))
+        mol = parse_smiles(self.key[0])
+        value = None if mol is None else descriptor(mol, self.shown)
+        png = render_png(*self.key) if self.draw and mol is not None else None
+        self.signals.done.emit(self.key, QImage.fromData(png, "PNG") if png else None,
+                               self.shown, value, self.draw)
 
 
 class _Computed(QObject):
@@ -147,8 +216,9 @@ class _Compute(QRunnable):
 
 class MoleculeGridModel(QAbstractListModel):
     """One cell per entry in display order. Qt asks only for the cells on screen; a depiction
-    not yet drawn is requested from a worker thread (once) and the cell shows blank until it
-    arrives, so scrolling never waits for RDKit."""
+    not yet drawn, or a property value not yet computed, is requested from a worker thread
+    (once, after the paint) and the cell shows blank / ``…`` until it arrives, so a paint never
+    runs RDKit and scrolling never waits for it."""
 
     def __init__(self, molecules: MoleculeSetModel, cache: DepictionCache) -> None:
         super().__init__()
@@ -159,7 +229,12 @@ class MoleculeGridModel(QAbstractListModel):
         self.blank.fill(Qt.GlobalColor.transparent)
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(1)  # two cores: the other one is the GUI's
-        self.pending: set[tuple] = set()
+        self.pending: dict[tuple, set[int]] = {}  # depiction key -> grid rows waiting for it
+        self.queued: dict[tuple, bool] = {}  # asked for during this paint: key -> draw it
+        self.start_timer = QTimer()
+        self.start_timer.setSingleShot(True)
+        self.start_timer.setInterval(0)
+        self.start_timer.timeout.connect(self._start_queued)
         self._rendered = _Rendered()
         self._rendered.done.connect(self._on_rendered)
 
@@ -174,38 +249,65 @@ class MoleculeGridModel(QAbstractListModel):
         if role == Qt.ItemDataRole.DisplayRole:
             if entry.kind != "molecule":
                 return f"{entry.name}\n{entry.kind}"
-            value = self.molecules.value(entry_index, self.shown_property)
-            shown = f"{self.shown_property} {_format(value)}" if entry.valid else "invalid"
+            known, value = entry.known_descriptor(self.shown_property)
+            if not known:  # computed with the depiction, off the GUI thread
+                key = self._key(entry_index, entry)
+                self._request(key, index.row(), self.cache.lookup(key) is MISSING)
+            shown = "invalid" if known and value is None else \
+                f"{self.shown_property} {_format(value) if known else '…'}"
             return f"{entry.name or f'#{entry_index + 1}'}\n{shown}"
         if role == Qt.ItemDataRole.DecorationRole:
             if entry.kind != "molecule":
                 return self.blank
-            hit = self.molecules.hits.get(entry_index)
-            key = (entry.smiles, CELL.width(), CELL.height(), hit.atoms if hit else ())
+            key = self._key(entry_index, entry)
             pixmap = self.cache.lookup(key)
             if pixmap is MISSING:
-                self._request(key)
+                self._request(key, index.row(), True)
                 return self.blank
             return pixmap if pixmap is not None else self.blank
         if role == Qt.ItemDataRole.ToolTipRole:
             return entry.smiles or entry.detail
         return None
 
-    def _request(self, key: tuple) -> None:
-        if key not in self.pending:
-            self.pending.add(key)
-            _import_rdkit_modules()
-            self.pool.start(_RenderDepiction(key, self._rendered))
+    def _key(self, entry_index: int, entry) -> tuple:
+        """The depiction's cache key: SMILES, size, and the search hit's atoms."""
+        hit = self.molecules.hits.get(entry_index)
+        return entry.smiles, CELL.width(), CELL.height(), hit.atoms if hit else ()
 
-    def _on_rendered(self, key: tuple, png: bytes | None) -> None:
-        self.pending.discard(key)
-        self.cache.store(key, png)
-        if self.rowCount():
-            self.dataChanged.emit(self.index(0), self.index(self.rowCount() - 1),
-                                  [Qt.ItemDataRole.DecorationRole])
+    def _request(self, key: tuple, row: int, draw: bool) -> None:
+        """Queue a cell's work; the worker starts on it once this paint is over (RDKit holds
+        the GIL while it works, so a job started mid-paint stalls every later cell)."""
+        if key in self.queued:
+            self.queued[key] |= draw
+        elif key not in self.pending:
+            self.queued[key] = draw
+            if not self.start_timer.isActive():
+                self.start_timer.start()
+        self.pending.setdefault(key, set()).add(row)
+
+    def _start_queued(self) -> None:
+        _import_rdkit_modules()
+        for key, draw in self.queued.items():
+            self.pool.start(_RenderCell(key, self.shown_property, draw, self._rendered))
+        self.queued = {}
+
+    def _on_rendered(self, key: tuple, image: QImage | None, shown: str, value: Any,
+                     drawn: bool) -> None:
+        """Keep the depiction and the value, and repaint only the cells that asked for them
+        (a change over every row makes the view walk all 100k of them, per depiction)."""
+        rows = self.pending.pop(key, set())
+        if drawn:
+            self.cache.store(key, image)
+        for row in sorted(r for r in rows if r < self.rowCount()):
+            entry = self.molecules.entry_at(row)
+            if entry.smiles == key[0]:  # not edited meanwhile
+                entry.remember(shown, value)
+            self.dataChanged.emit(self.index(row), self.index(row))
 
     def stop(self) -> None:
         """Drop queued depictions and wait for the one being drawn (before closing)."""
+        self.start_timer.stop()
+        self.queued = {}
         self.pool.clear()
         self.pool.waitForDone()
 
@@ -226,7 +328,8 @@ class MoleculeTableModel(QAbstractTableModel):
         """Fixed columns, then the scaffold and descriptors (for molecules), then the file's
         own columns (e.g. the antibodies' measured properties)."""
         chemistry = ["scaffold", *DESCRIPTOR_NAMES] if self.molecules.has_molecules() else []
-        return FIXED_COLUMNS + chemistry + self.molecules.file_columns()
+        numbering = list(NUMBERING_COLUMNS) if self.molecules.numbering else []
+        return FIXED_COLUMNS + chemistry + numbering + self.molecules.file_columns()
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.molecules.order)
@@ -277,15 +380,29 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.host = host
         self.model = MoleculeSetModel()
         self.cache = DepictionCache(convert=_pixmap)
-        self.jobs: set[str] = set()
+        self.jobs: dict[str, str] = {}  # job id -> method
+        self.topology_path = ""  # a topology opened (or a PDB) awaiting its MD trajectory
+        self.md_trajectory_path = ""  # an MD trajectory opened before its topology
+        self.trajectory_sources: dict[str, Path] = {}  # a run's trajectory files by name
+        self._framed: Trajectory | None = None  # the trajectory the camera was framed on
         self._current = -1  # entry index being edited
         self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
         self.generation = 0  # bumped per loaded set: late background results are dropped
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(1)
+        self.numbering_pool = QThreadPool()  # hmmscan takes seconds: scenes need not wait
+        self.numbering_pool.setMaxThreadCount(1)
+        self._numbering_progress = [0, 0]  # chains checked, chains to check
         self._computed = _Computed()
         self._computed.done.connect(self._on_computed)
         self.set_diversity: float | None = None
+        self._idle = threading.Event()  # cleared while the grid scrolls: background loops wait
+        self._idle.set()
+        self._idle_timer = QTimer(self)
+        self._idle_timer.setSingleShot(True)
+        self._idle_timer.setInterval(SCROLL_QUIET_MS)
+        self._idle_timer.timeout.connect(self._idle.set)
+        self.model.pause = self._pause_while_scrolling
         self._build()
         self.model.events.connect("loaded", self._on_loaded)
         self.model.events.connect("order", self._on_order)
@@ -312,9 +429,15 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.property_box.addItems(list(DESCRIPTOR_NAMES))
         self.property_box.setToolTip("the property shown under each depiction")
         self.property_box.currentTextChanged.connect(self.show_property)
-        self.run_button = QPushButton("Run kCGM")
-        self.run_button.setToolTip("kcgm.calibrate toward the reference; its samples open here")
-        self.run_button.clicked.connect(lambda: self.run_kcgm())
+        self.run_box = QComboBox()
+        for method, what in RUN_METHODS.items():
+            self.run_box.addItem(method)
+            self.run_box.setItemData(self.run_box.count() - 1, what,
+                                     Qt.ItemDataRole.ToolTipRole)
+        self.run_button = QPushButton("Run…")
+        self.run_button.setToolTip("set the chosen method's parameters and run it; what it "
+                                   "makes opens here")
+        self.run_button.clicked.connect(lambda: self.choose_run(self.run_box.currentText()))
         self.export_grid_button = QPushButton("Export grid…")
         self.export_grid_button.clicked.connect(self.choose_grid_path)
         self.export_set_button = QPushButton("Export set…")
@@ -332,7 +455,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.diversity_label.setToolTip("mean pairwise Tanimoto distance (Morgan r2, 2048 bits)")
         for widget in (self.open_button, self.antibodies_button, self.reference_button,
                        self.smarts_edit, self.hits_label, self.scaffold_box, self.property_box,
-                       self.run_button, self.export_grid_button, self.export_set_button):
+                       self.run_box, self.run_button, self.export_grid_button,
+                       self.export_set_button):
             bar.addWidget(widget)
 
         self.grid_model = MoleculeGridModel(self.model, self.cache)
@@ -352,6 +476,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             lambda current, _: self.select_row(current.row()))
         self.grid.selectionModel().selectionChanged.connect(
             lambda *_: self.measure_selection())
+        self.grid.verticalScrollBar().valueChanged.connect(self._scrolling)
 
         self.table_model = MoleculeTableModel(self.model)
         self.table = QTableView()
@@ -381,11 +506,21 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.grid)
-        splitter.addWidget(self.tabs)
+        self.player = TrajectoryPlayer()
+        self.player.frame_changed.connect(self.show_frame)
+        self.player.source_chosen.connect(
+            lambda name: self.open_trajectory_file(self.trajectory_sources[name]))
+        right = QWidget()
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.addWidget(self.tabs, 3)
+        right_layout.addWidget(self.player, 1)
+        splitter.addWidget(right)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         self.status = QLabel("Open molecules (SMILES, CSV/TSV with a SMILES column, SDF, XYZ; "
-                             "FASTA and PDB list their records) or drop a file here.")
+                             "FASTA and PDB list their records; a PSF/PDB with its DCD/XTC plays "
+                             "an MD run) or drop files here.")
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
@@ -436,6 +571,20 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.residue_label = QLabel("Choose a protein, antibody chain or structure.")
         legend = "  ".join(f"<span style='background:{colour}'>&nbsp;{name}&nbsp;</span>"
                            for name, colour in CLASS_COLOUR.items())
+        legend += "  " + "  ".join(f"<span style='color:{colour}'>&#9644; {name}</span>"
+                                   for name, colour in CDR_COLOUR.items())
+        numbering_row = QHBoxLayout()
+        self.scheme_box = QComboBox()
+        for scheme in SCHEMES:
+            self.scheme_box.addItem(SCHEME_TITLES[scheme], scheme)
+        self.scheme_box.setToolTip("antibody numbering scheme (ANARCI); CDRs follow it")
+        self.scheme_box.currentIndexChanged.connect(lambda _: self.start_numbering())
+        self.numbering_label = QLabel("")
+        self.numbering_label.setWordWrap(True)
+        numbering_row.addWidget(QLabel("CDR numbering:"))
+        numbering_row.addWidget(self.scheme_box)
+        numbering_row.addWidget(self.numbering_label, 1)
+        layout.addLayout(numbering_row)
         layout.addWidget(scroll, 1)
         layout.addWidget(QLabel(legend))
         layout.addWidget(self.residue_label)
@@ -450,6 +599,12 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.colour_box.setCurrentText("chain")
         self.colour_box.setToolTip("protein colouring (small molecules: by element)")
         self.colour_box.currentTextChanged.connect(lambda _: self.show_3d())
+        self.style_box = QComboBox()
+        self.style_box.addItems(list(STYLES))
+        self.style_box.setToolTip("protein drawing: atoms with the CA trace, or a cartoon tube "
+                                  "(thicker through helices and strands, found from CA "
+                                  "geometry)")
+        self.style_box.currentTextChanged.connect(lambda _: self.show_3d())
         self.pin_button = QPushButton("Pin for RMSD")
         self.pin_button.setToolTip("keep this structure; the next one shown is superposed on "
                                    "it (Kabsch) and the RMSD given")
@@ -459,7 +614,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             lambda: self._save_dialog("Export 3-D snapshot", "PNG (*.png)", ".png",
                                       self.export_3d))
         self.rmsd_label = QLabel("")
-        for widget in (self.colour_box, self.pin_button, self.export_3d_button,
+        for widget in (self.colour_box, self.style_box, self.pin_button, self.export_3d_button,
                        self.rmsd_label):
             row.addWidget(widget)
         row.addStretch(1)
@@ -506,6 +661,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         molecule), while the 3-D tab is shown."""
         if self.tabs.currentIndex() != TAB_3D or self._current < 0:
             return
+        if self.player.trajectory is not None and self.player.trajectory.three_d:
+            self.show_frame(self.player.frame)
+            return
         entry, index, mode = self.model.entries[self._current], self._current, \
             self.colour_box.currentText()
         if entry.kind == "molecule" and not entry.valid or entry.kind in ("protein",
@@ -533,7 +691,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 text = f"no RMSD: {exc}"
         self.rmsd_label.setText(text or f"{len(scene.positions)} atoms")
         if self.viewer_3d is not None:
-            self.viewer_3d.show_scene(scene, overlay)
+            self.viewer_3d.show_scene(scene, overlay, style=self.style_box.currentText())
             if scene.kind == "structure":
                 self.viewer_3d.highlight_atoms(self.highlighted)
 
@@ -568,19 +726,121 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     # -- files ---------------------------------------------------------------------------
 
     def open_file(self, path: str | os.PathLike) -> bool:
+        """A molecule file; a multi-frame XYZ or a ``>t=`` FASTA also plays as a trajectory;
+        an MD topology waits for its trajectory, and a trajectory joins the topology opened
+        before it."""
+        ext = extension_of(Path(path))
+        if ext in TRAJECTORY_EXTENSIONS:  # the window opens two dropped files one by one
+            if not self.topology_path:
+                self.md_trajectory_path = str(path)
+                self.status.setText(f"{Path(path).name}: now open or drop its topology (PSF, "
+                                    "PDB, GRO, PRMTOP)")
+                return True
+            return self.open_md(self.topology_path, path)
+        if ext in TOPOLOGY_EXTENSIONS and self.md_trajectory_path:
+            return self.open_md(path, self.md_trajectory_path)
+        if ext in TOPOLOGY_EXTENSIONS and ext != ".pdb":
+            self.topology_path = str(path)
+            self.status.setText(f"topology {Path(path).name}: now open or drop its trajectory "
+                                "(DCD, XTC, TRR)")
+            return True
+        self.trajectory_sources = {}
+        generation = self._read_generation(path) if ext == ".xyz" else None
+        self.player.set_trajectory(None)
         try:
             self.model.load(path)
         except Exception as exc:  # FormatError and OSError name the file
-            self.host.show_error("Cannot open the molecules", str(exc))
-            return False
+            if generation is None:
+                self.host.show_error("Cannot open the molecules", str(exc))
+                return False
+            self.model.load_records([], path)  # noise frames only: still a trajectory
+        self.topology_path = str(path) if ext == ".pdb" else ""
+        trajectory = generation or sequence_trajectory(
+            [e.record for e in self.model.entries], Path(path).name)
+        self._play(trajectory)
         restore = getattr(self.host, "restore_edits", None)
         restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
         problems = self.model.problems
         skipped = (f"; {len(problems)} bad record(s) skipped (first: {problems[0][0]}: "
                    f"{problems[0][1]})") if problems else ""
+        played = f"; {len(trajectory)} frames to play" if trajectory else ""
         self.status.setText(f"{Path(path).name}: {len(self.model.entries)} record(s){skipped}"
-                            + (f"; {restored} saved edit(s) restored" if restored else ""))
+                            + (f"; {restored} saved edit(s) restored" if restored else "")
+                            + played)
         return True
+
+    def _read_generation(self, path: str | os.PathLike) -> Trajectory | None:
+        try:
+            return read_generation(path)
+        except (FormatError, OSError):  # the molecule reader reports it
+            return None
+
+    def _play(self, trajectory: Trajectory | None, sources: list[str] = ()) -> None:
+        """Hand a trajectory (or ``None``) to the player; its first frame is shown."""
+        self._framed = None
+        self.player.set_trajectory(trajectory, sources)
+        if trajectory is not None and trajectory.three_d and \
+                self.tabs.currentIndex() != TAB_3D:
+            self.tabs.setCurrentIndex(TAB_3D)
+        elif trajectory is not None and not trajectory.three_d:
+            self.tabs.setCurrentIndex(TAB_SEQUENCE)
+
+    def open_md(self, topology: str | os.PathLike, trajectory: str | os.PathLike) -> bool:
+        """An MD run (topology + trajectory) read by MDAnalysis on a worker thread; its frames
+        play in the 3-D tab with the RMSD to frame 0 plotted below."""
+        self.generation += 1  # whatever was being computed for the old set is stale
+        self.md_trajectory_path = ""
+        self.status.setText(f"reading {Path(trajectory).name} with {Path(topology).name}…")
+        self.compute("md", lambda: read_md(topology, trajectory))
+        return True
+
+    def _on_md(self, trajectory: Trajectory) -> None:
+        self.player.set_trajectory(None)
+        self.model.load_records([trajectory.structure], trajectory.name)
+        self.topology_path = ""
+        self._play(trajectory)
+        strided = f" (every {trajectory.stride}th kept)" if trajectory.stride > 1 else ""
+        self.status.setText(f"{trajectory.name}: {len(trajectory.structure.atoms)} atoms, "
+                            f"{len(trajectory)} frames{strided}; RMSD to frame 0 up to "
+                            f"{trajectory.curve[1].max():.2f} Å")
+
+    def open_trajectory_file(self, path: str | os.PathLike, sources: list[str] = ()) -> bool:
+        """Play a generation (multi-frame XYZ) or sequence (``>t=`` FASTA) trajectory without
+        changing the set shown."""
+        try:
+            trajectory = self._read_generation(path) if extension_of(Path(path)) == ".xyz" \
+                else sequence_trajectory(read_fasta(path).records, Path(path).name)
+        except (FormatError, OSError) as exc:
+            self.host.show_error("Cannot open the trajectory", str(exc))
+            return False
+        if trajectory is None:
+            self.host.show_error("Cannot open the trajectory", f"{path}: not a trajectory (one "
+                                 "frame, or FASTA headers without t=<time>)")
+            return False
+        self._play(trajectory, sources or list(self.trajectory_sources))
+        return True
+
+    def show_frame(self, index: int) -> None:
+        """Draw the player's frame: in 3-D (MD, generation) or as the strip (sequences)."""
+        trajectory = self.player.trajectory
+        if trajectory is None or not 0 <= index < len(trajectory):
+            return
+        if not trajectory.three_d:
+            sequence = trajectory.sequences[index]
+            self.sequence_strip.set_tracks([Track(trajectory.describe(index).split(" · ")[1]
+                                                  if trajectory.times[index] is not None
+                                                  else f"frame {index + 1}", sequence,
+                                                  list(range(1, len(sequence) + 1)))])
+            self.residue_label.setText(trajectory.describe(index))
+            return
+        self.scene = trajectory.scene(index, self.colour_box.currentText())
+        self.rmsd_label.setText(trajectory.describe(index))
+        if self.viewer_3d is not None:
+            self.viewer_3d.show_scene(self.scene, keep_camera=self._framed is trajectory,
+                                      style=self.style_box.currentText())
+            self._framed = trajectory
+            if trajectory.kind == "md":
+                self.viewer_3d.highlight_atoms(self.highlighted)  # a residue chosen in the strip
 
     def open_antibodies(self, directory: str | os.PathLike | None = None) -> bool:
         """The Jain et al. 2017 antibodies (VH and VL per antibody, measured properties as
@@ -591,9 +851,51 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.host.show_error("Cannot open the antibodies", str(exc))
             return False
         self.status.setText(f"Jain et al. 2017: {len(self.model.entries)} chains (VH and VL) "
-                            "with measured properties; CDR numbering is not available (no "
-                            "offline numbering library is installed)")
+                            "with measured properties")
         return True
+
+    # -- antibody numbering --------------------------------------------------------------
+
+    def start_numbering(self) -> bool:
+        """Number the set's protein chains with ANARCI (hmmscan) off the GUI thread, in the
+        chosen scheme; without hmmscan the tab says what to install."""
+        targets = self.model.numbering_targets()
+        if not targets:
+            self.numbering_label.setText("")
+            return False
+        problem = numbering_problem()
+        if problem:
+            self.numbering_label.setText(problem)
+            return False
+        scheme = self.scheme_box.currentData()
+        self.numbering_pool.clear()  # chunks of another scheme still queued
+        self.model.numbering = {}
+        self._numbering_progress = [0, len(targets)]
+        self.numbering_label.setText(f"numbering {len(targets)} chain(s) "
+                                     f"({SCHEME_TITLES[scheme]})…")
+        for start in range(0, len(targets), NUMBERING_CHUNK):
+            chunk = targets[start:start + NUMBERING_CHUNK]
+            self.compute("numbering", lambda chunk=chunk: (
+                scheme, [i for i, _, _ in chunk],
+                number_sequences([(name, sequence) for _, name, sequence in chunk], scheme)),
+                self.numbering_pool)
+        return True
+
+    def wait_numbered(self, timeout_ms: int = 60_000) -> bool:
+        return self.numbering_pool.waitForDone(timeout_ms)
+
+    def _on_numbering(self, scheme: str, indices: list[int], results: list) -> None:
+        if scheme != self.scheme_box.currentData():
+            return  # a scheme chosen since: its own numbering follows
+        count = self.model.add_numbering(indices, results)
+        self._numbering_progress[0] += len(indices)
+        done, total = self._numbering_progress
+        self.numbering_label.setText(
+            f"{SCHEME_TITLES[scheme]}: {count} of {done} chain(s) numbered as antibody "
+            "variable domains" + (f" ({total - done} to go…)" if done < total else ""))
+        self.table_model.refresh()
+        if self._current >= 0:
+            self._show_entry()
 
     def choose_file(self) -> None:
         self._open_dialog("Open molecules", self.open_file)
@@ -641,6 +943,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         if self.model.has_molecules():
             self.compute("scaffolds", self.model.scaffold_groups)
             self.compute("diversity", self.model.diversity)
+        self.start_numbering()
         self._refresh_views()
         self.draw_histogram()
         if self.model.entries:
@@ -670,10 +973,20 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- background work: scaffolds, diversity -------------------------------------------
 
-    def compute(self, what: str, work) -> None:
+    def compute(self, what: str, work, pool: QThreadPool | None = None) -> None:
         """Run ``work`` off the GUI thread; ``_on_computed`` gets its result."""
         _import_rdkit_modules()
-        self.pool.start(_Compute(what, self.generation, work, self._computed))
+        (pool or self.pool).start(_Compute(what, self.generation, work, self._computed))
+
+    def _scrolling(self) -> None:
+        self._idle.clear()
+        self._idle_timer.start()  # idle again once the scrolling has stopped a while
+
+    def _pause_while_scrolling(self) -> None:
+        """Called by the scaffold and fingerprint loops between molecules: on a worker, wait
+        (without the GIL) while the grid scrolls, so its paints never queue behind RDKit."""
+        if threading.current_thread() is not threading.main_thread():
+            self._idle.wait(timeout=IDLE_WAIT_S)
 
     def wait_computed(self, timeout_ms: int = 30_000) -> bool:
         """Block until the queued background work is done (tests, closing)."""
@@ -684,6 +997,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             return
         if isinstance(result, Exception):
             self.status.setText(f"{what} failed: {result}")
+            if what == "md":
+                self.host.show_error("Cannot open the trajectory", str(result))
             return
         if what == "scaffolds":
             self.scaffold_box.clear()
@@ -698,6 +1013,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self._show_diversity(result)
         elif what == "scene":
             self._on_scene(*result)
+        elif what == "numbering":
+            self._on_numbering(*result)
+        elif what == "md":
+            self._on_md(result)
 
     def _scaffold_chosen(self, item: int) -> None:
         self.filter_scaffold(self.scaffold_box.itemData(item))
@@ -751,11 +1070,28 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._show_nearest()
         self.highlighted = []
         self.show_3d()
+        self._follow_entry(entry)
         tracks = tracks_of(entry.record)
+        numbering = self.model.numbering.get(self._current)
+        if numbering is not None and len(tracks) == 1:
+            tracks[0].labels, tracks[0].regions = numbering.labels, numbering.regions
+            tracks[0].scheme = SCHEME_TITLES[numbering.scheme]
         self.sequence_strip.set_tracks(tracks)
         self.residue_label.setText(
             f"{sum(len(t.sequence) for t in tracks)} residues in {len(tracks)} chain(s); click "
             "a residue" if tracks else "no sequence: a small molecule")
+
+    def _follow_entry(self, entry) -> None:
+        """An entry that is a trajectory's frame (an XYZ frame, a ``>t=`` record) moves the
+        player there."""
+        trajectory = self.player.trajectory
+        if trajectory is None:
+            return
+        frame = entry.props.get("frame") if trajectory.kind == "generation" else \
+            self._current + 1 if trajectory.kind == "sequence" and \
+            len(self.model.entries) == len(trajectory) else None
+        if isinstance(frame, (int, float)) and 1 <= frame <= len(trajectory):
+            self.player.set_frame(int(frame) - 1)
 
     def _show_validity(self, text: str) -> None:
         valid = canonical_smiles(text.strip()) is not None
@@ -823,15 +1159,55 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     # -- engine --------------------------------------------------------------------------
 
     def run_kcgm(self, params: dict | None = None) -> None:
-        inputs = {"reference": self.reference_path} if self.reference_path else {}
-        self.host.submit_job(RUN_METHOD, params or {}, inputs,
-                             on_accepted=lambda job: self._accepted(job),
+        self.run_method(RUN_METHOD, params or {})
+
+    def method_form(self, method: str) -> SchemaForm | None:
+        """A parameter form from the method's schema as the engine lists it (``None`` when
+        the engine does not list the method)."""
+        schema = next((m.get("params_schema") for m in self.host.methods()
+                       if m.get("id") == method), None)
+        return None if schema is None else SchemaForm(schema)
+
+    def choose_run(self, method: str) -> None:
+        """Ask for the method's parameters in a dialog, then run it."""
+        form = self.method_form(method)
+        if form is None:
+            self.status.setText(f"Not started: the engine does not list {method}")
+            return
+        dialog = QDialog(self)
+        dialog.setWindowTitle(f"Run {method}")
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok |
+                                   QDialogButtonBox.StandardButton.Cancel)
+        layout = QVBoxLayout(dialog)
+        layout.addWidget(QLabel(RUN_METHODS.get(method, "")))
+        layout.addWidget(form)
+        layout.addWidget(buttons)
+        buttons.rejected.connect(dialog.reject)
+
+        def submit() -> None:
+            errors = form.validate()
+            if errors:
+                form.set_errors(errors)
+                return
+            dialog.accept()
+            self.run_method(method, {k: v for k, v in form.values().items() if v is not None})
+
+        buttons.accepted.connect(submit)
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def run_method(self, method: str, params: dict) -> None:
+        """Submit a job; kCGM gets the chosen reference set as its input."""
+        inputs = {"reference": self.reference_path} if method == RUN_METHOD and \
+            self.reference_path else {}
+        self.host.submit_job(method, params, inputs,
+                             on_accepted=lambda job: self._accepted(job, method),
                              on_error=lambda message: self.status.setText(
                                  f"Not started: {message}"))
 
-    def _accepted(self, job: str) -> None:
-        self.jobs.add(job)
-        self.status.setText(f"{RUN_METHOD} started ({job})")
+    def _accepted(self, job: str, method: str) -> None:
+        self.jobs[job] = method
+        self.status.setText(f"{method} started ({job})")
 
     def _on_host_event(self, envelope: dict) -> None:
         job = envelope.get("job")
@@ -847,9 +1223,28 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 "failed", "cancelled"):
             self.status.setText(f"{job} {content['state']}: {content.get('reason', '')}")
         elif envelope.get("type") == "job_result":
-            made = content.get("outputs", {}).get("generated_csv")
-            if made:
-                self.open_file(Path(self.host.run_dir(job)) / made)
+            if self.jobs[job] == RUN_METHOD:
+                made = content.get("outputs", {}).get("generated_csv")
+                if made:
+                    self.open_file(Path(self.host.run_dir(job)) / made)
+            else:
+                self.open_run(self.host.run_dir(job))
+
+    def open_run(self, run_dir: str | os.PathLike) -> bool:
+        """A Branching Flows run: its samples (``samples.xyz`` or ``samples.fasta``) as the set
+        and its first trajectory playing; the others are a choice in the player."""
+        found = sorted(Path(run_dir).rglob("*"), key=_natural)
+        samples = [p for p in found if p.name in ("samples.xyz", "samples.fasta")]
+        trajectories = [p for p in found if p.suffix in (".xyz", ".fasta") and
+                        p.name.startswith(("trajectory_", "sequence_trajectory_"))]
+        if samples:
+            self.open_file(samples[0])
+        self.trajectory_sources = {p.name: p for p in trajectories}
+        if trajectories:
+            return self.open_trajectory_file(trajectories[0], list(self.trajectory_sources))
+        if not samples:
+            self.status.setText(f"{run_dir}: no samples or trajectories in this run")
+        return bool(samples)
 
     # -- export --------------------------------------------------------------------------
 
@@ -896,12 +1291,21 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     # -- drag and drop -------------------------------------------------------------------
 
     def open_dropped(self, paths: list[str]) -> None:
-        if paths:  # one set at a time: the first file dropped
+        """One set at a time: the first file dropped; a topology and a trajectory dropped
+        together open as an MD run."""
+        trajectories = [p for p in paths if extension_of(Path(p)) in TRAJECTORY_EXTENSIONS]
+        topologies = [p for p in paths if extension_of(Path(p)) in TOPOLOGY_EXTENSIONS]
+        if trajectories and topologies:
+            self.open_md(topologies[0], trajectories[0])
+        elif paths:
             self.open_file(paths[0])
 
     def closeEvent(self, event) -> None:  # noqa: N802
-        self.pool.clear()
-        self.pool.waitForDone()
+        self._idle_timer.stop()
+        self._idle.set()  # a paused loop finishes now
+        for pool in (self.pool, self.numbering_pool):
+            pool.clear()
+            pool.waitForDone()
         self.grid_model.stop()
         self._unsubscribe()
         super().closeEvent(event)

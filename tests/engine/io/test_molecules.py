@@ -16,8 +16,10 @@ from engine.io.molecules import (
     Sequence,
     Structure,
     descriptors,
+    frame_time,
     parse_smiles,
     read_molecules,
+    read_xyz_frames,
     standardise,
 )
 
@@ -234,3 +236,42 @@ def test_jain_antibodies_read_as_vh_and_vl_with_measured_properties():
     assert {"PSR", "AC-SINS", "HIC Retention Time"} <= set(measured["abrilumab"])
     with pytest.raises(FormatError, match="jain2017_sd02.csv"):
         read_jain_antibodies(directory.parent)
+
+
+def test_a_generation_trajectory_is_inspected_as_frames(tmp_path, with_molecule_formats):
+    frames = [("t=0.000", ["X 0 0 0"]), ("t=0.500", ["X 0 0 0", "X 2 0 0"]),
+              ("t=1.000", ["O 0.0 0.0 0.0", "H 0.96 0.0 0.0", "H -0.24 0.93 0.0"])]
+    text = "".join(f"{len(atoms)}\n{comment}\n" + "\n".join(atoms) + "\n"
+                   for comment, atoms in frames)
+    report = registry.inspect_file(write(tmp_path / "trajectory_0.xyz", text))
+    assert report["summary"]["frames"] == 3 and report["summary"]["records"] == 1
+    assert report["metadata"]["atoms_per_frame"] == {"min": 1, "max": 3}
+    assert report["metadata"]["time"] == {"first": 0.0, "last": 1.0}
+    noise = registry.inspect_file(write(tmp_path / "noise.xyz", "".join(
+        f"{len(atoms)}\n{comment}\n" + "\n".join(atoms) + "\n" for comment, atoms in frames[:2])))
+    assert noise["summary"]["frames"] == 2 and noise["summary"]["records"] == 0
+    with pytest.raises(FormatError, match="no readable XYZ frame"):
+        registry.inspect_file(write(tmp_path / "one.xyz", "1\n\nX 0 0 0\n"))
+    frames_read, problems = read_xyz_frames(write(tmp_path / "cut.xyz", text + "2\nt=2\nO 0 0 0\n"))
+    assert len(frames_read) == 3 and problems[0][1].startswith("truncated frame")
+    assert frame_time("sample 3 t=0.25") == 0.25 and frame_time("sample 3") is None
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # MDAnalysis'
+def test_md_topology_and_trajectory_are_detected_and_inspected(tmp_path, with_molecule_formats):
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    topology = registry.inspect_file(PSF)
+    assert (topology["format"], topology["panel"]) == ("md_topology", "molecules")
+    assert topology["summary"] == {"kind": "md_topology", "atoms": 3341, "residues": 214}
+    trajectory = registry.inspect_file(DCD)
+    assert trajectory["format"] == "md_trajectory"
+    assert trajectory["summary"] == {"kind": "md_trajectory", "atoms": 3341, "frames": 98}
+    fake = tmp_path / "fake.dcd"
+    fake.write_bytes(b"\x00" * 64)
+    with pytest.raises(FormatError, match="fake.dcd: not what its name says"):
+        registry.inspect_file(fake)
+    cut = tmp_path / "cut.dcd"
+    cut.write_bytes(Path(DCD).read_bytes()[:200])  # the header's start, then nothing
+    with pytest.raises(FormatError, match="cut.dcd: MDAnalysis cannot read it"):
+        registry.inspect_file(cut)

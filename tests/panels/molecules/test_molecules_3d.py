@@ -32,14 +32,6 @@ def two_models(path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def panel(tmp_path, qapp, make_widget):
-    widget = make_widget(MoleculesPanel, FakeHost(tmp_path / "runs"))
-    widget.resize(1100, 700)
-    widget.show()
-    return widget
-
-
 def wait_scene(panel, qtbot):
     qtbot.waitUntil(lambda: panel.scene is not None, timeout=20_000)
     return panel.scene
@@ -88,13 +80,13 @@ def test_a_molecule_gets_a_conformer_and_a_different_one_no_rmsd(panel, tmp_path
     qtbot.waitUntil(lambda: "no RMSD" in panel.rmsd_label.text(), timeout=20_000)
 
 
-def test_the_panel_does_not_import_opengl_or_torch_until_asked():
-    code = ("import sys, panels.molecules.view; "
-            "print('torch' in sys.modules, 'pyqtgraph.opengl' in sys.modules)")
+def test_the_panel_does_not_import_opengl_torch_or_mdanalysis_until_asked():
+    code = ("import sys, panels.molecules.view; print(*(name in sys.modules for name in "
+            "('torch', 'pyqtgraph.opengl', 'MDAnalysis', 'anarci')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, check=True,
                          cwd=Path(__file__).parents[3])
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["False"] * 4
 
 
 def draw_on_a_display() -> None:

@@ -69,13 +69,39 @@ def test_loads_smiles_and_reports_the_bad_line(panel, files, qtbot):
     assert panel.open_file(files[0])
     assert panel.grid_model.rowCount() == 5 and panel.table_model.rowCount() == 5
     assert "1 bad record(s) skipped (first: line 3" in panel.status.text()
-    label = panel.grid_model.data(panel.grid_model.index(0))
-    assert label.startswith("ethanol\nMolWt 46")
     grid = panel.grid_model
-    grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole)  # drawn on a worker thread
+    grid.data(grid.index(0))  # the value under the cell comes from the worker thread
+    grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole)  # and so does the depiction
     qtbot.waitUntil(lambda: not grid.pending and panel.cache.rendered >= 1, timeout=10_000)
+    assert grid.data(grid.index(0)).startswith("ethanol\nMolWt 46")
     pixmap = grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole)
     assert pixmap is not grid.blank and not pixmap.isNull()
+
+
+def test_a_grid_paint_computes_nothing_and_starts_its_work_after(qapp, qtbot):
+    from panels.molecules.depict import DepictionCache
+    from panels.molecules.view import MoleculeGridModel, _pixmap
+
+    molecules = MoleculeSetModel()
+    molecules.load_smiles(["CCO", "C1CC", "c1ccccc1"])
+    grid = MoleculeGridModel(molecules, DepictionCache(convert=_pixmap))
+    entry = molecules.entries[0]
+    assert grid.data(grid.index(0)) == "#1\nMolWt …"
+    assert grid.data(grid.index(0), Qt.ItemDataRole.DecorationRole) is grid.blank
+    grid.data(grid.index(1))  # invalid, but nobody knows yet
+    assert entry._valid is None and not entry._values  # no RDKit on the GUI thread
+    assert grid.queued == {("CCO", 150, 120, ()): True, ("C1CC", 150, 120, ()): True}
+    assert grid.pool.activeThreadCount() == 0  # started once the paint is over
+    qtbot.waitUntil(lambda: not grid.pending, timeout=10_000)
+    assert grid.data(grid.index(0)) == "#1\nMolWt 46.1" and grid.data(grid.index(1)) == \
+        "#2\ninvalid"
+    drawn = grid.cache.rendered
+    grid.shown_property = "HeavyAtoms"  # another value; the depiction is kept, not redrawn
+    assert grid.data(grid.index(0)) == "#1\nHeavyAtoms …"
+    assert grid.queued == {("CCO", 150, 120, ()): False}
+    qtbot.waitUntil(lambda: grid.data(grid.index(0)) == "#1\nHeavyAtoms 3", timeout=10_000)
+    assert grid.cache.rendered == drawn
+    grid.stop()
 
 
 def test_a_bad_file_is_reported_not_raised(panel, tmp_path):
@@ -104,7 +130,7 @@ def test_smarts_search_counts_hits_and_highlights(panel, files):
     assert panel.search("") == 0 and not panel.model.hits
 
 
-def test_edit_and_standardise_are_undoable(panel, files):
+def test_edit_and_standardise_are_undoable(panel, files, qtbot):
     panel.open_file(files[0])
     history = panel.host.history
     panel.select_row(0)
@@ -112,7 +138,10 @@ def test_edit_and_standardise_are_undoable(panel, files):
     assert panel.validity_label.text() == "valid SMILES"
     assert panel.apply_edit()
     assert panel.model.entries[0].smiles == "CCN"
-    assert panel.grid_model.data(panel.grid_model.index(0)).startswith("ethanol\nMolWt 45")
+    grid = panel.grid_model
+    assert grid.data(grid.index(0)) == "ethanol\nMolWt …"  # the edit dropped the old value
+    qtbot.waitUntil(lambda: grid.data(grid.index(0)).startswith("ethanol\nMolWt 45"),
+                    timeout=10_000)
     panel.smiles_edit.setText("C1CC")
     assert panel.validity_label.text() == "not a valid SMILES" and not panel.apply_edit()
     panel.select_row(4)
@@ -258,3 +287,18 @@ def files_smiles(tmp_path: Path) -> Path:
     path = tmp_path / "one.smi"
     path.write_text("CCO ethanol\n")
     return path
+
+
+def test_background_loops_wait_while_the_grid_scrolls(panel, files, qtbot):
+    import threading
+
+    panel.open_file(files[0])
+    panel.grid.verticalScrollBar().valueChanged.emit(1)  # the user scrolls the grid
+    waiting = threading.Thread(target=panel.model.pause)  # a scaffold loop between molecules
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # it yields the GIL to the paints
+    panel.model.pause()  # never on the GUI thread, which would wait for itself
+    qtbot.waitUntil(lambda: not waiting.is_alive(), timeout=5000)  # scrolling stopped: go on
+    assert panel.wait_computed()
+    qtbot.waitUntil(lambda: panel.set_diversity is not None, timeout=10_000)
