@@ -247,6 +247,9 @@ async def drive(window, out: Path) -> None:
     step("the molecule panel on the GNEprop antibiotics")
     await screenshot_molecules(window, out)
 
+    step("AdK's MD trajectory playing in the molecule panel")
+    await screenshot_molecules_md(window, out)
+
     step("c2r.simulate on the demo scene in the crowd previewer")
     await screenshot_crowd(window, out)
 
@@ -351,6 +354,26 @@ async def screenshot_molecules(window, out: Path) -> None:
     window.runs_dock_widget.hide()
     await settle(window)
     save(window, out, "molecules-grid.png")
+    window.runs_dock_widget.show()
+
+
+async def screenshot_molecules_md(window, out: Path) -> None:
+    """AdK (MDAnalysisTests PSF/DCD) playing in the molecule panel: cartoon coloured by
+    secondary structure at frame 60, the CA RMSD to frame 0 below."""
+    from MDAnalysisTests.datafiles import DCD, PSF
+
+    molecules = window.panel_widgets.get("molecules")
+    if molecules is None:
+        raise StepFailed(f"the molecules panel is not open: {window.errors}")
+    molecules.open_dropped([PSF, DCD])
+    await wait_until("the AdK trajectory to be read",
+                     lambda: molecules.player.trajectory is not None, JOB_TIMEOUT_S)
+    molecules.colour_box.setCurrentText("secondary structure")
+    molecules.style_box.setCurrentText("cartoon")
+    molecules.player.set_frame(60)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "molecules-md.png")
     window.runs_dock_widget.show()
 
 
