@@ -35,6 +35,14 @@ from engine.io.molecules import (
     standardise,
 )
 from panels.lab.model import Events
+from panels.molecules.exports import (
+    Conformers,
+    ExportRefused,
+    Written,
+    write_fasta,
+    write_pdb,
+    write_sdf,
+)
 from panels.molecules.numbering import CDRS, NUMBERING_LIMIT, Numbering
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -192,6 +200,7 @@ class MoleculeSetModel:
         self._reference_fps: np.ndarray | None = None
         self._reference_values: dict[str, np.ndarray] = {}
         self.numbering: dict[int, Numbering] = {}  # entry index -> its antibody numbering
+        self.conformers: Conformers = {}  # 3-D conformers the 3-D tab computed, by SMILES
         # Called between molecules by the long loops (scaffolds, fingerprints) that run on a
         # worker: the panel makes it wait while the grid scrolls, so paints get the GIL.
         self.pause: Callable[[], Any] = lambda: None
@@ -240,7 +249,7 @@ class MoleculeSetModel:
 
     def _reset(self) -> None:
         self.hits, self.sort_key, self.scaffold_filter = {}, None, None
-        self.numbering = {}
+        self.numbering, self.conformers = {}, {}
         self.order = list(range(len(self.entries)))
         self.events.emit("loaded")
 
@@ -483,33 +492,52 @@ class MoleculeSetModel:
         sample = f" (every {step}th molecule)" if step > 1 else ""
         return plot(f"{name}: set{sample} vs reference", curves, xlabel=name, ylabel="density")
 
-    def export_smiles(self, path: str | os.PathLike, indices: list[int] | None = None) -> Path:
-        """``SMILES name`` lines, in display order (or the given entries)."""
-        from engine.atomic import write_atomic
+    def export(self, path: str | os.PathLike, indices: list[int] | None = None) -> Written:
+        """The given entries (default: all, in display order) in the format the suffix names:
+        ``.smi``, ``.csv``, ``.sdf``, ``.fasta``/``.fa`` or ``.pdb``. ``ExportRefused`` when
+        the format holds none of them (or the suffix is none of these)."""
+        chosen = [self.entries[i] for i in (self.order if indices is None else indices)]
+        suffix = Path(path).suffix.lower()
+        if suffix == ".csv":
+            return self.export_csv(path, indices)
+        if suffix == ".sdf":
+            return write_sdf(path, chosen, self.conformers)
+        if suffix in (".fasta", ".fa"):
+            return write_fasta(path, chosen)
+        if suffix == ".pdb":
+            return write_pdb(path, chosen, self.conformers)
+        if suffix in (".smi", ".smiles", ""):
+            return self.export_smiles(path, indices)
+        raise ExportRefused(f"{Path(path).name}: export as .smi, .csv, .sdf, .fasta or .pdb")
+
+    def export_smiles(self, path: str | os.PathLike, indices: list[int] | None = None
+                      ) -> Written:
+        """``SMILES name`` lines of the molecules, in display order (or the given entries)."""
+        from engine.atomic import write_bytes_atomic
 
         chosen = self.order if indices is None else indices
-        text = "".join(f"{self.entries[i].smiles} {self.entries[i].name}".rstrip() + "\n"
-                       for i in chosen if self.entries[i].kind == "molecule")
-        target = Path(path)
-        write_atomic(target, lambda handle: handle.write(text.encode()))
-        return target
+        lines = [f"{self.entries[i].smiles} {self.entries[i].name}".rstrip() + "\n"
+                 for i in chosen if self.entries[i].kind == "molecule"]
+        if not lines:
+            raise ExportRefused("SMILES lists small molecules: the selection holds none")
+        write_bytes_atomic(path, "".join(lines).encode())
+        return Written(Path(path), len(lines), len(chosen) - len(lines))
 
-    def export_csv(self, path: str | os.PathLike) -> Path:
-        """SMILES, name, flag and every descriptor, in display order."""
-        from engine.atomic import write_atomic
+    def export_csv(self, path: str | os.PathLike, indices: list[int] | None = None) -> Written:
+        """SMILES, name, flag and every descriptor, in display order (or the given entries)."""
+        from engine.atomic import write_bytes_atomic
 
+        chosen = self.order if indices is None else indices
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["smiles", "name", "flag", *DESCRIPTOR_NAMES])
-        for i in self.order:
+        for i in chosen:
             entry = self.entries[i]
             values = entry.descriptors() if entry.valid else {}
             writer.writerow([entry.smiles, entry.name, entry.flag,
                              *(f"{values[n]:.4g}" if values else "" for n in DESCRIPTOR_NAMES)])
-        target = Path(path)
-        data = buffer.getvalue().encode()
-        write_atomic(target, lambda handle: handle.write(data))
-        return target
+        write_bytes_atomic(path, buffer.getvalue().encode())
+        return Written(Path(path), len(chosen), 0)
 
 
 def _entry(record) -> Entry:

@@ -20,8 +20,9 @@ trajectory whose atom count changes (multi-frame XYZ) or a sequence trajectory w
 changes (``>t=`` FASTA). Scaffolds, diversity and conformers are computed on a worker thread.
 Every edit goes through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run
 opens its generated molecules; a finished ``branching_flows.*`` run opens its samples and plays
-its trajectories. Exports: the grid (PNG, SVG), the set (SMILES, CSV), the histogram, a 3-D
-snapshot (PNG).
+its trajectories. Exports: the grid (PNG, SVG); the selected rows of the grid or table (all
+shown rows when none are selected) as SMILES, CSV, SDF, FASTA or PDB; the histogram (PNG, SVG,
+PDF by the engine); a 3-D snapshot (PNG).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any
 from PySide6.QtCore import (
     QAbstractListModel,
     QAbstractTableModel,
+    QItemSelectionModel,
     QModelIndex,
     QObject,
     QRunnable,
@@ -75,6 +77,7 @@ from engine.io.molecules import (
     read_fasta,
 )
 from panels.molecules.depict import MISSING, DepictionCache, export_grid, render_png
+from panels.molecules.exports import ExportRefused
 from panels.molecules.geometry import (
     COLOUR_MODES,
     STYLES,
@@ -107,13 +110,15 @@ from panels.molecules.trajectory import (
     sequence_trajectory,
 )
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.plot_view import PlotSpecView
+from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, ExportError, PlotSpecView
 from panels.widgets.schema_form import SchemaForm
 
 CELL = QSize(150, 120)  # depiction size in the grid
 GRID = QSize(170, 168)  # cell with its two lines of text
 FIXED_COLUMNS = ["#", "name", "SMILES", "flag"]
 TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT, TAB_SEQUENCE, TAB_3D = range(5)
+SELECTION_FILTER = ("SMILES (*.smi);;SDF (*.sdf);;FASTA (*.fasta *.fa);;PDB (*.pdb);;"
+                    "CSV (*.csv)")
 RUN_METHOD = "kcgm.calibrate"
 SCROLL_QUIET_MS = 300  # background loops resume this long after the grid last scrolled
 IDLE_WAIT_S = 5.0  # and never wait longer than this for it
@@ -136,6 +141,15 @@ def _import_rdkit_modules() -> None:
     import rdkit.Chem.Draw.rdMolDraw2D
     import rdkit.Chem.rdFingerprintGenerator
     import rdkit.Chem.Scaffolds.MurckoScaffold  # noqa: F401
+
+
+@cache
+def _import_export_modules() -> None:
+    """The same, for what the SDF and PDB writers use on the worker."""
+    import gemmi  # noqa: F401
+    import rdkit.Chem.rdDepictor
+    import rdkit.Chem.rdDetermineBonds
+    import rdkit.Geometry  # noqa: F401
 
 
 def _scene_of(entry, mode: str):
@@ -386,6 +400,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.trajectory_sources: dict[str, Path] = {}  # a run's trajectory files by name
         self._framed: Trajectory | None = None  # the trajectory the camera was framed on
         self._current = -1  # entry index being edited
+        self._selected_in = "grid"  # the view whose selection an export takes (the latest)
         self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
         self.generation = 0  # bumped per loaded set: late background results are dropped
         self.pool = QThreadPool()
@@ -440,7 +455,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.run_button.clicked.connect(lambda: self.choose_run(self.run_box.currentText()))
         self.export_grid_button = QPushButton("Export grid…")
         self.export_grid_button.clicked.connect(self.choose_grid_path)
-        self.export_set_button = QPushButton("Export set…")
+        self.export_set_button = QPushButton("Export selection…")
+        self.export_set_button.setToolTip("the selected rows (all shown rows when none are "
+                                          "selected) as SMILES, SDF, FASTA, PDB or CSV")
         self.export_set_button.clicked.connect(self.choose_set_path)
         self.antibodies_button = QPushButton("Jain antibodies")
         self.antibodies_button.setToolTip("the 137 clinical antibodies of Jain et al. 2017 "
@@ -475,7 +492,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.grid.selectionModel().currentChanged.connect(
             lambda current, _: self.select_row(current.row()))
         self.grid.selectionModel().selectionChanged.connect(
-            lambda *_: self.measure_selection())
+            lambda *_: self._selection_changed("grid"))
         self.grid.verticalScrollBar().valueChanged.connect(self._scrolling)
 
         self.table_model = MoleculeTableModel(self.model)
@@ -486,6 +503,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.selectionModel().currentChanged.connect(
             lambda current, _: self.select_row(current.row()))
+        self.table.selectionModel().selectionChanged.connect(
+            lambda *_: self._selection_changed("table"))
 
         self.histogram_box = QComboBox()
         self.histogram_box.addItems(list(DESCRIPTOR_NAMES))
@@ -493,7 +512,14 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.histogram = PlotSpecView()
         histograms = QWidget()
         histogram_layout = QVBoxLayout(histograms)
-        histogram_layout.addWidget(self.histogram_box)
+        histogram_row = QHBoxLayout()
+        self.export_histogram_button = QPushButton("Export figure…")
+        self.export_histogram_button.clicked.connect(
+            lambda: self._save_dialog("Export histogram", "PNG (*.png);;SVG (*.svg);;"
+                                      "PDF (*.pdf)", ".png", self.export_histogram))
+        histogram_row.addWidget(self.histogram_box, 1)
+        histogram_row.addWidget(self.export_histogram_button)
+        histogram_layout.addLayout(histogram_row)
         histogram_layout.addWidget(self.histogram, 1)
 
         self.tabs = QTabWidget()
@@ -679,6 +705,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         if index != self._current:
             return
         self.scene = scene
+        entry = self.model.entries[index]
+        if scene.kind == "molecule" and entry.kind == "molecule":  # SDF/PDB exports reuse it
+            self.model.conformers[entry.smiles] = (scene.elements, scene.positions)
         overlay, text = None, ""
         if self.pinned is not None and self.pinned[0] != index:
             pinned_index, pinned_scene, pinned_record = self.pinned
@@ -952,8 +981,12 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _on_order(self) -> None:
         self._refresh_views()
         if self._current in self.model.order:
-            row = self.model.order.index(self._current)
-            self.grid.setCurrentIndex(self.grid_model.index(row))
+            self._make_current(self.model.order.index(self._current))
+
+    def _make_current(self, row: int) -> None:
+        """Move the grid's current cell without selecting it (an export takes the selection)."""
+        self.grid.selectionModel().setCurrentIndex(self.grid_model.index(row),
+                                                   QItemSelectionModel.SelectionFlag.NoUpdate)
 
     def _refresh_views(self) -> None:
         self.grid_model.refresh()
@@ -993,6 +1026,13 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         return self.pool.waitForDone(timeout_ms)
 
     def _on_computed(self, what: str, generation: int, result: Any) -> None:
+        if what == "export":  # the file is written even if another set was opened since
+            path, which, outcome = result
+            if isinstance(outcome, Exception):
+                self._export_failed(path, outcome)
+            else:
+                self._exported(which, outcome)
+            return
         if generation != self.generation:
             return
         if isinstance(result, Exception):
@@ -1031,6 +1071,21 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         """Entry indices of the grid's selection."""
         return sorted(self.model.order[index.row()]
                       for index in self.grid.selectionModel().selectedIndexes())
+
+    def _selection_changed(self, view: str) -> None:
+        self._selected_in = view
+        if view == "grid":
+            self.measure_selection()
+
+    def export_rows(self) -> tuple[list[int], str]:
+        """Entry indices to export, in display order: the rows selected in the grid or the
+        table (whichever was selected in last), else every row shown; and which it was."""
+        view = self.table if self._selected_in == "table" else self.grid
+        rows = sorted({index.row() for index in view.selectionModel().selectedIndexes()
+                       if index.row() < len(self.model.order)})
+        if rows:
+            return [self.model.order[row] for row in rows], f"{len(rows)} selected"
+        return list(self.model.order), f"all {len(self.model.order)} shown (none selected)"
 
     def measure_selection(self) -> None:
         """The selection's diversity (two or more molecules), computed off the GUI thread."""
@@ -1126,7 +1181,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.hits_label.setText(f"{len(hits)} hit(s)" if smarts.strip() else "")
         if hits:
             first = min(self.model.order.index(i) for i in hits)
-            self.grid.setCurrentIndex(self.grid_model.index(first))
+            self._make_current(first)
             self.grid.scrollTo(self.grid_model.index(first))
         return len(hits)
 
@@ -1262,28 +1317,86 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.host.show_error("Export failed", str(exc))
             return None
 
-    def export_set(self, path: str | os.PathLike) -> Path | None:
-        target = Path(path)
+    def export_set(self, path: str | os.PathLike, background: bool = False) -> Path | None:
+        """The selected rows (all shown when none are) as SMILES, CSV, SDF, FASTA or PDB, by
+        the suffix; a format that fits none of them is refused with the reason. In the
+        ``background`` (the dialog's way: ETKDG over a big selection takes a while) the file
+        is written on the worker and the status line reports it."""
+        indices, which = self.export_rows()
+        if background:
+            _import_export_modules()
+            self.status.setText(f"exporting {which} to {Path(path).name}…")
+            self.compute("export", lambda: (path, which, self._export_outcome(path, indices)))
+            return None
+        outcome = self._export_outcome(path, indices)
+        if isinstance(outcome, Exception):  # refused, or disk, RDKit and gemmi errors
+            self._export_failed(path, outcome)
+            return None
+        return self._exported(which, outcome)
+
+    def _export_outcome(self, path: str | os.PathLike, indices: list[int]):
+        """What was written, or why not (on the worker)."""
         try:
-            if target.suffix.lower() == ".csv":
-                return self.model.export_csv(target)
-            return self.model.export_smiles(target)
-        except OSError as exc:
+            return self.model.export(path, indices)
+        except Exception as exc:  # noqa: BLE001 - reported on the GUI thread
+            return exc
+
+    def _exported(self, which: str, written) -> Path:
+        skipped = f"; {written.skipped} skipped (not held by this format)" \
+            if written.skipped else ""
+        self.status.setText(f"Exported {written.records} record(s) of {which} to "
+                            f"{written.path.name}{skipped}")
+        return written.path
+
+    def _export_failed(self, path: str | os.PathLike, exc: Exception) -> None:
+        if isinstance(exc, ExportRefused):
+            self.status.setText(f"Not exported: {exc}")
+            self.host.show_error("Cannot export this selection", str(exc))
+        else:
+            self.status.setText(f"Export failed: {exc}")
+            self.host.show_error("Export failed", f"{path}: {exc}")
+
+    def export_histogram(self, path: str | os.PathLike) -> Path | None:
+        """The histogram as shown: PNG/SVG here, PDF rendered by the engine
+        (``figure.export``)."""
+        target = Path(path)
+        self.tabs.setCurrentIndex(TAB_HISTOGRAMS)  # drawn (and laid out) only when shown
+        self.draw_histogram()
+        fmt = target.suffix.lstrip(".").lower()
+        if fmt == "pdf":
+            self.host.request("figure.export", {"spec": self.histogram.spec(),
+                                                "path": str(target),
+                                                "provenance": self.histogram.provenance},
+                              on_reply=lambda reply: self.status.setText(
+                                  f"Exported {reply.get('path', target)}"),
+                              on_error=lambda message: self.host.show_error(
+                                  "Export failed", message))
+            return target
+        if fmt not in LOCAL_EXPORT_FORMATS:
+            self.host.show_error("Export failed", f"{target}: choose .png, .svg or .pdf")
+            return None
+        try:
+            self.histogram.export(target)
+        except ExportError as exc:
             self.host.show_error("Export failed", str(exc))
             return None
+        self.status.setText(f"Exported {target}")
+        return target
 
     def choose_grid_path(self) -> None:
         self._save_dialog("Export grid", "Images (*.png *.svg)", ".png", self.export_grid)
 
     def choose_set_path(self) -> None:
-        self._save_dialog("Export molecules", "SMILES (*.smi);;CSV (*.csv)", ".smi",
-                          self.export_set)
+        self._save_dialog("Export selection", SELECTION_FILTER, ".smi",
+                          lambda path: self.export_set(path, background=True))
 
     def _save_dialog(self, title: str, name_filter: str, suffix: str, then) -> None:
         dialog = QFileDialog(self, title)
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setNameFilter(name_filter)
         dialog.setDefaultSuffix(suffix.lstrip("."))
+        dialog.filterSelected.connect(  # a name typed without suffix gets the chosen format's
+            lambda chosen: dialog.setDefaultSuffix(re.search(r"\*\.(\w+)", chosen).group(1)))
         dialog.fileSelected.connect(then)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
