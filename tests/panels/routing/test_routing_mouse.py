@@ -6,6 +6,7 @@ the picked one; a drag anywhere else pans."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QMouseEvent
@@ -16,6 +17,7 @@ from engine.vlsi.def_ import SEG
 from panels.routing.view import RoutingPanel
 
 LEFT = Qt.MouseButton.LeftButton
+MOVE_INTERVAL_MS = 1000 // pg.getConfigOption("mouseRateLimit") + 5
 
 
 @pytest.fixture
@@ -47,7 +49,9 @@ def _drag(panel: RoutingPanel, start: tuple[float, float], end: tuple[float, flo
                 Qt.MouseButton.NoButton, LEFT, modifier))
         else:
             QTest.mouseMove(viewport, point)
-        QApplication.processEvents()
+        # pyqtgraph drops moves that come faster than its mouseRateLimit (100 Hz): a drag
+        # made of such moves is only a click
+        QTest.qWait(MOVE_INTERVAL_MS)
     QTest.mouseRelease(viewport, LEFT, modifier, _at(panel, *end))
     QApplication.processEvents()
 
