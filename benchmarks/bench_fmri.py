@@ -11,7 +11,13 @@ are generated into a temporary folder, smooth enough to compress like real data.
 BrainWorld rows: seconds per autoencoder step, diffusion step and generated chunk (100
 sampling steps) at model grids of 16^3 and 32^3 on one torch thread, timed in CPU seconds
 (``time.process_time``) so other load on the machine does not inflate them; 300 + 1500 steps
-are what ``brainworld.train`` does by default. ``BENCH_FMRI_BRAINWORLD=0`` skips them.
+are what ``brainworld.train`` does by default. Patch-wise rows (``volumes="patches"``): a
+training step on grid^3 patches costs what a resampled grid^3 step costs (the same model on
+the same tensor sizes; each frame is encoded whole once, and a patch's latents cropped from
+it), so they time what differs: encoding a full-resolution frame, and generating a whole
+91x109x91 chunk: every patch (overlap grid/4) sampled in batches of 16, estimated from one
+batch; with the peak resident memory the process reached. ``BENCH_FMRI_BRAINWORLD=0``
+skips them.
 """
 
 from __future__ import annotations
@@ -62,23 +68,26 @@ def _write_run(folder: Path) -> tuple[Path, Path]:
     return plain, packed
 
 
-def _model(path: Path, convert_dir: Path | None = None):
+def _model(path: Path, convert_dir: Path | None = None, convert_min_bytes: int = 0):
     from engine.io.nifti import open_volume
     from panels.fmri.model import ViewerModel
 
     model = ViewerModel()
-    model.set_base(open_volume(path, convert_dir=convert_dir, convert_min_bytes=0))
+    model.set_base(open_volume(path, convert_dir=convert_dir,
+                               convert_min_bytes=convert_min_bytes))
     return model
 
 
-def _scrub_ms(model, times: list[int]) -> list[float]:
+def _scrub_ms(model, times: list[int], clock=time.perf_counter) -> list[float]:
+    """Milliseconds per 3-view render; ``clock=time.process_time``: CPU of all threads (what
+    a loaded machine does not inflate)."""
     from panels.fmri.model import ViewState
 
     spent = []
     for t in times:
-        start = time.perf_counter()
+        start = clock()
         model.render(ViewState(cursor=model.cursor, t=t))
-        spent.append((time.perf_counter() - start) * 1e3)
+        spent.append((clock() - start) * 1e3)
     return spent
 
 
@@ -95,7 +104,46 @@ def brainworld_rows() -> list[dict]:
     import torch
 
     torch.set_num_threads(1)
-    return _brainworld_timings(16, 4) + _brainworld_timings(32, 4)
+    return (_brainworld_timings(16, 4) + _brainworld_timings(32, 4)
+            + _patchwise_timings(16, 4) + _patchwise_timings(32, 4))
+
+
+def _patchwise_timings(grid: int, patch: int) -> list[dict]:
+    """One full-resolution chunk generated patch by patch, from one timed batch."""
+    import resource
+
+    import torch
+
+    from engine.methods import brainworld as bw
+    from engine.models.brainworld import BrainWorld, fc_features
+
+    model = BrainWorld(bw.TrainParams(grid=grid, patch=patch).brainworld_config()).eval()
+    overlap = grid // 4
+    frames = bw.padded(np.zeros((model.cfg.chunk, *SHAPE), dtype=np.float32), grid)
+    corners = bw.patch_corners(frames.shape[1:], grid, overlap, bw.LATENT_STEP)
+    chunk = model.cfg.chunk
+    encode_s = _cpu_s_per_call(lambda: bw.encode_run(model, frames), 1)
+    past = torch.randn(bw.PATCH_BATCH, chunk, grid, grid, grid)
+    t1 = torch.rand(bw.PATCH_BATCH, grid, grid, grid)
+
+    def batch() -> None:
+        with torch.no_grad():
+            model.decode(model.sample_next(model.encode(past), fc_features(past, 4), t1,
+                                           sampling_steps=100))
+
+    per_batch = _cpu_s_per_call(batch, 1)
+    batches = -(-len(corners) // bw.PATCH_BATCH)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return [{"name": f"brainworld patches {grid}^3: one {SHAPE} chunk ({chunk} frames, "
+                     f"{len(corners)} patches, 100 steps)",
+             "value": (per_batch * batches + encode_s) / 60, "unit": "min",
+             "reference": f"{per_batch:.1f} s per batch of {bw.PATCH_BATCH}, "
+                          f"{encode_s:.1f} s encoding the frames whole"},
+            {"name": f"brainworld patches {grid}^3: encoding a {SHAPE} frame (once per frame "
+                     "before training)",
+             "value": encode_s / chunk, "unit": "s"},
+            {"name": f"brainworld patches {grid}^3: peak memory of the process so far",
+             "value": peak_mb, "unit": "MB"}]
 
 
 def _brainworld_timings(grid: int, patch: int) -> list[dict]:
@@ -169,6 +217,20 @@ def run() -> list[dict]:
             spent = _scrub_ms(model, late)
             rows.append({"name": f".nii.gz later frames once {mode}, 3 views (median)",
                          "value": statistics.median(spent), "unit": "ms", "target": "< 25"})
+            cpu = _scrub_ms(model, late[::-1], time.process_time)
+            rows.append({"name": f".nii.gz later frames once {mode}, CPU of all threads",
+                         "value": statistics.median(cpu), "unit": "ms",
+                         "reference": "indexed: split over 2 handles, so ~half of it on "
+                                      "2 idle cores"})
+            model.close()
+        index_cache = Path(tmp) / "index-cache"
+        for opening in ("first", "second"):  # below the conversion size: index kept in cache
+            start = time.perf_counter()
+            model = _model(packed, index_cache, convert_min_bytes=1 << 62)
+            model.base.wait_for_index()
+            rows.append({"name": f".nii.gz index with a cache folder, {opening} opening: "
+                                 "ready after",
+                         "value": time.perf_counter() - start, "unit": "s"})
             model.close()
     return rows
 

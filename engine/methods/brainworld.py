@@ -4,8 +4,13 @@
 (``engine.models.brainworld``) on a user's 4D fMRI + T1 (NIfTI inputs ``fmri`` and ``t1``;
 without a T1 the MNI152 template stands in), or on synthetic subjects whose anatomy is known.
 Volumes are resampled to a ``grid``^3 model grid, z-scored per voxel inside a brain mask: at
-16^3 the default 300 + 1500 training steps take about 2 CPU-minutes on one core, at 32^3 about
-12 (``benchmarks/bench_fmri.py``); a 400-frame rollout at 16^3 takes under a minute.
+16^3 the default 300 + 1500 training steps take about 3 CPU-minutes on one core, at 32^3 about
+14 (``benchmarks/bench_fmri.py``); a 400-frame rollout at 16^3 takes under a minute. With
+``volumes="patches"`` the run keeps its own resolution (held in memory, up to 1 GB): each
+frame is encoded whole once (0.2 s at 91x109x91), the same model trains on random grid^3
+patches of it (about the same cost per step) and generates every patch of each next chunk,
+blended where neighbours overlap: a 91x109x91 chunk of 8 frames takes about 0.8
+CPU-minutes with 16^3 (576 patches) or 32^3 patches (80).
 ``brainworld.generate`` rolls a checkpoint out from any starting chunk, writes the frames back
 at the source's resolution as a 4D NIfTI with its affine and header (a BIDS derivative with a
 JSON sidecar saying how it was made), and compares them with the real run: temporal SNR maps,
@@ -21,6 +26,7 @@ and without the sMRI condition and checks the spec's rollout and FC claims on he
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import time
 from dataclasses import dataclass
@@ -55,6 +61,9 @@ MASK_FRACTION = 0.2      # voxels whose mean is below this fraction of the brigh
 MIN_T1_COVERAGE = 0.5    # share of the model grid a user's T1 must cover in world space
 LATE_FRAMES = 100        # the rollout's "late" window for the std check
 MNI152_FILE = "mni_icbm152_t1_tal_nlin_sym_09a_converted.nii.gz"
+MAX_NATIVE_BYTES = 1e9   # a run trained patch-wise is held in memory at its own resolution
+PATCH_BATCH = 16         # patches denoised together while generating patch-wise
+LATENT_STEP = 4          # voxels per latent voxel (the autoencoder's DOWNSAMPLE)
 
 
 # -- synthetic subjects ------------------------------------------------------------------------
@@ -157,10 +166,10 @@ class Source:
     header: object | None
 
 
-def _model_coordinates(shape: tuple[int, ...], grid: int) -> np.ndarray:
-    """Source voxel coordinates ``[3, g^3]`` of the model grid's voxel centres (the model
-    grid spans the source's field of view)."""
-    axes = [(np.arange(grid) + 0.5) * n / grid - 0.5 for n in shape]
+def _model_coordinates(shape: tuple[int, ...], out: tuple[int, int, int]) -> np.ndarray:
+    """Source voxel coordinates ``[3, prod(out)]`` of the model volume's voxel centres (it
+    spans the source's field of view; ``out == shape``: the source's own voxels)."""
+    axes = [(np.arange(m) + 0.5) * n / m - 0.5 for n, m in zip(shape, out, strict=True)]
     return np.stack(np.meshgrid(*axes, indexing="ij")).reshape(3, -1)
 
 
@@ -170,7 +179,7 @@ def _to_grid(frame: np.ndarray, grid: int) -> np.ndarray:
 
     sigma = [max(0.0, 0.4 * (n / grid)) if n > grid else 0.0 for n in frame.shape]
     smooth = gaussian_filter(frame, sigma) if any(sigma) else frame
-    values = map_coordinates(smooth, _model_coordinates(frame.shape, grid), order=1,
+    values = map_coordinates(smooth, _model_coordinates(frame.shape, (grid,) * 3), order=1,
                              mode="nearest")
     return values.reshape((grid,) * 3).astype(np.float32)
 
@@ -185,10 +194,11 @@ def from_grid(volume: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     return map_coordinates(volume, points, order=1, mode="nearest").reshape(shape)
 
 
-def load_fmri(path: str | Path, grid: int, check_cancelled=None) -> tuple[np.ndarray, Source,
-                                                                           float]:
-    """A 4D NIfTI's frames at model resolution ``[T, g, g, g]``, its Source and TR; reads one
-    frame at a time (a 1-2 GB run is never held whole). Errors name the file."""
+def load_fmri(path: str | Path, grid: int | None, check_cancelled=None
+              ) -> tuple[np.ndarray, Source, float]:
+    """A 4D NIfTI's frames at model resolution ``[T, g, g, g]`` (``grid`` None: at the
+    source's own ``[T, x, y, z]``, for patches), its Source and TR; reads one frame at a time
+    (resampled, a 1-2 GB run is never held whole). Errors name the file."""
     from engine.io import FormatError
     from engine.io.nifti import open_volume
 
@@ -197,39 +207,45 @@ def load_fmri(path: str | Path, grid: int, check_cancelled=None) -> tuple[np.nda
         if volume.n_frames < 2:
             raise FormatError(volume.path, f"a 3-D image {volume.shape}; the fmri input must "
                                            "be a 4-D run (x, y, z, time)")
-        frames = np.empty((volume.n_frames, grid, grid, grid), dtype=np.float32)
+        shape = volume.spatial_shape if grid is None else (grid,) * 3
+        if grid is None and volume.n_frames * volume.frame_voxels * 4 > MAX_NATIVE_BYTES:
+            raise ValueError(f"{volume.path}: {volume.shape} is more than "
+                             f"{MAX_NATIVE_BYTES / 1e9:g} GB as float32; patches train on the "
+                             "run held in memory: use volumes='resampled' or a shorter run")
+        frames = np.empty((volume.n_frames, *shape), dtype=np.float32)
         for t in range(volume.n_frames):
             if check_cancelled is not None:
                 check_cancelled()
-            frames[t] = _to_grid(volume.frame(t), grid)
+            frames[t] = volume.frame(t) if grid is None else _to_grid(volume.frame(t), grid)
         source = Source(volume.path, volume.spatial_shape, volume.affine, volume.header)
         return frames, source, volume.tr_s or 2.0
     finally:
         volume.close()
 
 
-def _box_coordinates(data: np.ndarray, grid: int) -> np.ndarray:
-    """Voxel coordinates of ``grid``^3 points evenly filling the box of ``data``'s non-zero
+def _box_coordinates(data: np.ndarray, out: tuple[int, int, int]) -> np.ndarray:
+    """Voxel coordinates of ``out``-shaped points evenly filling the box of ``data``'s non-zero
     voxels (a template's brain fitted onto the run's field of view)."""
     nonzero = np.argwhere(data > 0.05 * data.max())
     lo, hi = nonzero.min(0), nonzero.max(0)
-    axes = [lo[a] + (np.arange(grid) + 0.5) * (hi[a] - lo[a] + 1) / grid - 0.5
+    axes = [lo[a] + (np.arange(out[a]) + 0.5) * (hi[a] - lo[a] + 1) / out[a] - 0.5
             for a in range(3)]
     return np.stack(np.meshgrid(*axes, indexing="ij")).reshape(3, -1)
 
 
-def load_anatomy(t1_path: str | Path | None, source: Source, grid: int) -> tuple[np.ndarray,
-                                                                                 str]:
-    """The T1 on the model grid in [0, 1] and a note of where it came from. A user's T1 is
-    resampled through both affines; without one, the MNI152 template's brain is fitted to
-    the run's field of view (it is no subject's anatomy, only a prior)."""
+def load_anatomy(t1_path: str | Path | None, source: Source, out: tuple[int, int, int]
+                 ) -> tuple[np.ndarray, str]:
+    """The T1 on the model volume (``out``-shaped, spanning the run's field of view) in
+    [0, 1] and a note of where it came from. A user's T1 is resampled through both affines;
+    without one, the MNI152 template's brain is fitted to the run's field of view (it is no
+    subject's anatomy, only a prior)."""
     from scipy.ndimage import map_coordinates
 
     from engine.io import FormatError
 
     if t1_path is None:
         template = mni152_template()
-        values = map_coordinates(template, _box_coordinates(template, grid), order=1)
+        values = map_coordinates(template, _box_coordinates(template, out), order=1)
         note = "MNI152 template (nilearn's) fitted to the run's field of view"
     else:
         from engine.io.nifti import open_volume
@@ -239,7 +255,7 @@ def load_anatomy(t1_path: str | Path | None, source: Source, grid: int) -> tuple
             if volume.n_frames > 1:
                 raise FormatError(volume.path, f"a 4-D image {volume.shape}; the t1 input "
                                                "must be a 3-D anatomical image")
-            model_voxels = _model_coordinates(source.shape, grid).T
+            model_voxels = _model_coordinates(source.shape, out).T
             world = model_voxels @ source.affine[:3, :3].T + source.affine[:3, 3]
             ijk = volume.world_to_voxel(world).T
             inside = ((ijk > -0.5) & (ijk < np.asarray(volume.spatial_shape)[:, None] - 0.5)
@@ -253,7 +269,7 @@ def load_anatomy(t1_path: str | Path | None, source: Source, grid: int) -> tuple
             note = f"T1 {volume.path.name} resampled through both affines"
         finally:
             volume.close()
-    values = values.reshape((grid,) * 3)
+    values = values.reshape(out)
     top = float(np.percentile(values, 99)) or 1.0
     return np.clip(values / top, 0, 1.5).astype(np.float32), note
 
@@ -279,9 +295,12 @@ def brain_mask(mean: np.ndarray) -> np.ndarray:
 
 
 def subject_from_file(fmri: str | Path, t1: str | Path | None, grid: int,
-                      check_cancelled=None) -> tuple[Subject, Source, str]:
-    frames, source, tr_s = load_fmri(fmri, grid, check_cancelled)
-    anatomy, note = load_anatomy(t1, source, grid)
+                      check_cancelled=None, native: bool = False
+                      ) -> tuple[Subject, Source, str]:
+    """A user's run as a Subject: resampled to ``grid``^3, or (``native``) at its own
+    resolution for the patch-wise mode."""
+    frames, source, tr_s = load_fmri(fmri, None if native else grid, check_cancelled)
+    anatomy, note = load_anatomy(t1, source, frames.shape[1:])
     mask = brain_mask(frames.mean(0))
     mean, std, z = zscore(frames, mask)
     return Subject(Path(fmri).name, z, mean, std, mask, anatomy, tr_s), source, note
@@ -339,6 +358,10 @@ class TrainParams(ModelParams):
     regions: int = Field(8, ge=2, le=32, description="regions of a synthetic subject")
     synthetic_seed: int = Field(0, ge=0, description="first synthetic subject's seed")
     checkpoint_every: int = Field(500, ge=1, description="save a checkpoint every N steps")
+    volumes: Literal["resampled", "patches"] = Field(
+        "resampled", description="resampled: whole volumes shrunk to grid^3; patches: the run "
+        "at its own resolution, the model trained on random grid^3 patches and generating "
+        "every patch of the volume, blended where they overlap")
 
 
 class GenerateParams(MethodParams):
@@ -351,6 +374,86 @@ class GenerateParams(MethodParams):
                             "the anatomy (1 = none)")
     subject: int = Field(0, ge=0, description="synthetic checkpoints: the subject to start "
                          "from (0 .. subjects - 1 were trained on; larger: unseen subjects)")
+    overlap: int = Field(4, ge=0, le=47, description="patch-wise checkpoints: voxels that "
+                         "neighbouring patches share, where they are blended (< grid)")
+
+
+# -- patches: full resolution on a small model ------------------------------------------------
+
+def padded(volumes: np.ndarray, size: int) -> np.ndarray:
+    """Zeros after the end of the last three axes, up to ``size`` (so a patch fits) and to a
+    multiple of the autoencoder's ``DOWNSAMPLE`` (so a whole frame has whole latents)."""
+    pad = [(0, 0)] * (volumes.ndim - 3) + [(0, max(size, -(-n // LATENT_STEP) * LATENT_STEP) - n)
+                                           for n in volumes.shape[-3:]]
+    return np.pad(volumes, pad) if any(after for _, after in pad) else volumes
+
+
+def crop(volumes, corner, size: int):
+    """The ``size``^3 patch at ``corner`` of the last three axes (numpy or torch)."""
+    (i, j, k) = corner
+    return volumes[..., i:i + size, j:j + size, k:k + size]
+
+
+def random_corner(shape, size: int, rng: np.random.Generator, align: int = 1
+                  ) -> tuple[int, int, int]:
+    """A patch corner anywhere in ``shape`` (each axis >= ``size``), on multiples of
+    ``align``."""
+    return tuple(align * int(rng.integers(0, (n - size) // align + 1)) for n in shape[-3:])
+
+
+def patch_corners(shape, size: int, overlap: int, align: int = 1
+                  ) -> list[tuple[int, int, int]]:
+    """Corners of ``size``^3 patches covering ``shape`` (each axis >= ``size``), evenly
+    spread on multiples of ``align``, neighbours sharing about ``overlap`` voxels (or more);
+    the last ends at the edge."""
+    def starts(n: int) -> list[int]:
+        if n <= size:
+            return [0]
+        count = -(-(n - size) // (size - overlap)) + 1
+        return sorted({align * round(m * (n - size) / (count - 1) / align)
+                       for m in range(count)})
+
+    return list(itertools.product(*(starts(n) for n in shape)))
+
+
+def encode_run(model: BrainWorld, frames: np.ndarray, batch: int = 2):
+    """Latents ``[T, C, x/4, y/4, z/4]`` of a whole run ``[T, x, y, z]`` (the autoencoder is
+    convolutional), a few frames at a time: a full-resolution frame's activations are large.
+    A patch's latents are then a crop at ``corner / 4``: each frame is encoded once, not
+    once per patch that holds it."""
+    import torch
+
+    with torch.no_grad():
+        return torch.cat([model.encode(torch.from_numpy(np.ascontiguousarray(
+            frames[None, first:first + batch])))[0] for first in range(0, len(frames), batch)])
+
+
+def blend_window(size: int, overlap: int) -> np.ndarray:
+    """A patch's weights: 1 inside, falling linearly towards each face over ``overlap``
+    voxels (never to 0, so a volume edge covered by one patch keeps its values)."""
+    ramp = np.minimum(1.0, (np.arange(size) + 0.5) / max(overlap, 1))
+    line = np.minimum(ramp, ramp[::-1])
+    return (line[:, None, None] * line[None, :, None] * line[None, None, :]).astype(np.float32)
+
+
+def blend_patches(shape, size: int, overlap: int, make, align: int = 1) -> np.ndarray:
+    """A volume ``[..., *shape]`` from overlapping patches: ``make(corners)`` returns the
+    patches ``[len(corners), ..., size, size, size]`` of a batch of corners; each is weighted
+    by ``blend_window`` and the weights normalised, so neighbours fade into each other where
+    they overlap: no seams (a partition of unity: patches that agree give the volume back).
+    ``align``: corners on multiples of it (``patch_corners``)."""
+    corners = patch_corners(shape, size, overlap, align)
+    window = blend_window(size, overlap)
+    total, weight = None, np.zeros(shape, dtype=np.float32)
+    for first in range(0, len(corners), PATCH_BATCH):
+        group = corners[first:first + PATCH_BATCH]
+        patches = np.asarray(make(group), dtype=np.float32)
+        if total is None:
+            total = np.zeros((*patches.shape[1:-3], *shape), dtype=np.float32)
+        for corner, values in zip(group, patches, strict=True):
+            crop(total, corner, size)[...] += values * window
+            crop(weight, corner, size)[...] += window
+    return total / weight
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -358,24 +461,77 @@ class GenerateParams(MethodParams):
 @dataclass
 class Trained:
     model: BrainWorld
-    cfg: dict
+    cfg: dict                   # the checkpoint's cfg.json (steps done, training state)
+    tensors: dict               # the checkpoint's tensors: weights + training state
     ae_losses: list[float]
     losses: list[float]
     wall_s: float
 
 
-def _frame_batch(subjects: list[Subject], rng: np.random.Generator, n: int) -> np.ndarray:
-    picks = rng.integers(0, len(subjects), n)
-    return np.stack([subjects[s].frames[rng.integers(0, len(subjects[s].frames))]
-                     for s in picks])
+TRAINING_PREFIX = "training."   # checkpoint tensors that are not weights
+
+
+def training_state(stage: str, optimizer, rng: np.random.Generator) -> tuple[dict, dict]:
+    """What a checkpoint holds beside the weights so training resumes exactly: the active
+    stage's AdamW moments and step counts (tensors, under ``training.optimizer.``), its
+    hyperparameters, and both random generators (numpy's in cfg.json, torch's as a tensor)."""
+    import torch
+
+    saved = optimizer.state_dict()
+    tensors = {f"{TRAINING_PREFIX}optimizer.{index}.{key}": torch.as_tensor(value)
+               for index, entries in saved["state"].items() for key, value in entries.items()}
+    tensors[f"{TRAINING_PREFIX}torch_rng"] = torch.get_rng_state()
+    generator = rng.bit_generator.state
+    cfg = {"stage": stage, "param_groups": saved["param_groups"],
+           "numpy_rng": {**generator, "state": {k: hex(v) for k, v in
+                                                generator["state"].items()}}}
+    return tensors, cfg
+
+
+def restore_training_state(tensors: dict, cfg: dict, stage: str, optimizer,
+                           rng: np.random.Generator) -> bool:
+    """Load ``training_state`` into the optimizer and generators when it was saved in
+    ``stage``; False (nothing changed) otherwise."""
+    import torch
+
+    if cfg.get("stage") != stage:
+        return False
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        if name.startswith(f"{TRAINING_PREFIX}optimizer."):
+            index, key = name[len(f"{TRAINING_PREFIX}optimizer."):].split(".", 1)
+            state.setdefault(int(index), {})[key] = value
+    groups = [{**saved, "lr": now["lr"]}  # moments as saved, the learning rate asked for now
+              for saved, now in zip(cfg["param_groups"], optimizer.param_groups, strict=True)]
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
+    torch.set_rng_state(tensors[f"{TRAINING_PREFIX}torch_rng"])
+    generator = dict(cfg["numpy_rng"])
+    generator["state"] = {k: int(v, 16) for k, v in generator["state"].items()}
+    rng.bit_generator.state = generator
+    return True
+
+
+def _frame_batch(runs: list[np.ndarray], rng: np.random.Generator, n: int,
+                 patch: int | None = None) -> np.ndarray:
+    """``n`` random frames of random runs ``[T, x, y, z]``; with ``patch``, a random
+    ``patch``^3 crop of each (the runs padded to fit one)."""
+    picks = rng.integers(0, len(runs), n)
+    frames = [runs[s][rng.integers(0, len(runs[s]))] for s in picks]
+    if patch is None:
+        return np.stack(frames)
+    return np.stack([crop(frame, random_corner(frame.shape, patch, rng), patch)
+                     for frame in frames])
 
 
 def train(cfg: BrainWorldConfig, subjects: list[Subject], p: TrainParams, seed: int,
           check_cancelled, report=None, model: BrainWorld | None = None,
-          done: tuple[int, int] = (0, 0), save=None) -> Trained:
+          done: tuple[int, int] = (0, 0), save=None,
+          resume: tuple[dict, dict] | None = None) -> Trained:
     """Stage 1 (autoencoder on single frames), then stage 2 (denoiser on consecutive chunk
-    pairs, autoencoder frozen). ``done`` = steps already taken by a resumed model; ``save``
-    (model, cfg) is called every ``checkpoint_every`` steps and when cancelled."""
+    pairs, autoencoder frozen). ``done`` = steps already taken by a resumed model; ``resume``
+    = a checkpoint's (tensors, cfg) whose training state (optimizer, random generators) is
+    restored, so the steps continue exactly as an uninterrupted run's; ``save`` (tensors,
+    cfg) is called every ``checkpoint_every`` steps and when cancelled."""
     import torch
     from torch.nn import functional as F
 
@@ -386,23 +542,33 @@ def train(cfg: BrainWorldConfig, subjects: list[Subject], p: TrainParams, seed: 
     if not usable:
         raise ValueError(f"every run is shorter than two chunks ({2 * cfg.chunk} frames); "
                          "lower chunk")
+    g = cfg.grid
+    patchwise = p.volumes == "patches"
+    runs = [padded(s.frames, g) if patchwise else s.frames for s in usable]
+    patch = g if patchwise else None
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = model if model is not None else BrainWorld(cfg)
+    model = (model if model is not None else BrainWorld(cfg)).train()
     ae_done, dit_done = done
     ae_losses, losses = [], []
     started = time.monotonic()
+    stage = "autoencoder"
+    saved_tensors, saved_cfg = resume if resume is not None else ({}, {})
+    saved_training = saved_cfg.get("training", {})
 
-    def state() -> dict:
-        return {"model": cfg.to_dict(), "ae_steps_done": ae_done, "steps_done": dit_done,
-                "latent_scale": float(model.latent_scale)}
+    def state() -> tuple[dict, dict]:
+        tensors, training = training_state(stage, optimizer, rng)
+        return ({**model.state_dict(), **tensors},
+                {"model": cfg.to_dict(), "ae_steps_done": ae_done, "steps_done": dit_done,
+                 "latent_scale": float(model.latent_scale), "training": training})
 
     try:
         optimizer = torch.optim.AdamW(model.autoencoder.parameters(), lr=max(p.lr, 1e-3),
                                       weight_decay=0.01)
+        restore_training_state(saved_tensors, saved_training, stage, optimizer, rng)
         while ae_done < p.ae_steps:
             check_cancelled()
-            x = torch.from_numpy(_frame_batch(usable, rng, 2 * p.batch_size))[:, None]
+            x = torch.from_numpy(_frame_batch(runs, rng, 2 * p.batch_size, patch))[:, None]
             loss = F.mse_loss(model.autoencoder(x), x)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -413,26 +579,41 @@ def train(cfg: BrainWorldConfig, subjects: list[Subject], p: TrainParams, seed: 
             if report:
                 report("autoencoder", ae_done, p.ae_steps, ae_losses[-1])
         with torch.no_grad():
-            if dit_done == 0:  # latents of unit std for the diffusion (fixed once trained)
-                sample = torch.from_numpy(_frame_batch(usable, rng, 64))[:, None]
+            if dit_done == 0 and saved_training.get("stage") != "diffusion":
+                # latents of unit std for the diffusion (fixed once trained)
+                sample = torch.from_numpy(_frame_batch(runs, rng, 64, patch))[:, None]
                 model.latent_scale.fill_(float(model.autoencoder.encode(sample).std()))
-            latents = [model.encode(torch.from_numpy(s.frames)[None])[0] for s in usable]
-        frames = [torch.from_numpy(s.frames) for s in usable]
-        t1s = [torch.from_numpy(s.t1) for s in usable]
+            latents = ([encode_run(model, run) for run in runs] if patchwise else
+                       [model.encode(torch.from_numpy(s.frames)[None])[0] for s in usable])
+        frames = [torch.from_numpy(run) for run in runs]
+        t1s = [torch.from_numpy(padded(s.t1, g) if patchwise else s.t1) for s in usable]
         model.autoencoder.requires_grad_(False)
         parameters = [q for q in model.denoiser.parameters() if q.requires_grad]
         optimizer = torch.optim.AdamW(parameters, lr=p.lr, weight_decay=0.01)
+        stage = "diffusion"
+        restore_training_state(saved_tensors, saved_training, stage, optimizer, rng)
         c = cfg.chunk
         while dit_done < p.steps:
             check_cancelled()
             picks = rng.integers(0, len(usable), p.batch_size)
             starts = [int(rng.integers(0, len(usable[s].frames) - 2 * c + 1)) for s in picks]
-            context = torch.stack([latents[s][t:t + c] for s, t in zip(picks, starts,
-                                                                          strict=True)])
-            target = torch.stack([latents[s][t + c:t + 2 * c] for s, t in zip(picks, starts,
-                                                                                 strict=True)])
-            past = torch.stack([frames[s][t:t + c] for s, t in zip(picks, starts, strict=True)])
-            t1 = torch.stack([t1s[s] for s in picks])
+            if patchwise:  # the same random patch of both chunks and of the T1
+                corners = [random_corner(runs[s].shape[1:], g, rng, LATENT_STEP)
+                           for s in picks]
+                where = list(zip(picks, starts, corners, strict=True))
+                latent = [(latents[s], tuple(v // LATENT_STEP for v in k), t)
+                          for s, t, k in where]
+                size = g // LATENT_STEP
+                context = torch.stack([crop(z[t:t + c], k, size) for z, k, t in latent])
+                target = torch.stack([crop(z[t + c:t + 2 * c], k, size) for z, k, t in latent])
+                past = torch.stack([crop(frames[s][t:t + c], k, g) for s, t, k in where])
+                t1 = torch.stack([crop(t1s[s], k, g) for s, _, k in where])
+            else:
+                where = list(zip(picks, starts, strict=True))
+                context = torch.stack([latents[s][t:t + c] for s, t in where])
+                target = torch.stack([latents[s][t + c:t + 2 * c] for s, t in where])
+                past = torch.stack([frames[s][t:t + c] for s, t in where])
+                t1 = torch.stack([t1s[s] for s in picks])
             loss = model.diffusion_loss(context, target, fc_features(past, cfg.fc_parcels), t1)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -443,17 +624,20 @@ def train(cfg: BrainWorldConfig, subjects: list[Subject], p: TrainParams, seed: 
             if report:
                 report("diffusion", dit_done, p.steps, losses[-1])
             if save is not None and dit_done % p.checkpoint_every == 0:
-                save(model, state())
+                save(*state())
     except Cancelled:
         if save is not None:
-            save(model, state())
+            save(*state())
         raise
     finally:
         model.autoencoder.requires_grad_(True)
-    return Trained(model, state(), ae_losses, losses, time.monotonic() - started)
+    tensors, final_cfg = state()
+    return Trained(model, final_cfg, tensors, ae_losses, losses, time.monotonic() - started)
 
 
-def load_checkpoint(folder: str | Path) -> tuple[BrainWorld, dict]:
+def load_checkpoint(folder: str | Path, with_training: bool = False):
+    """(model in eval mode, cfg), and with ``with_training`` the training-state tensors
+    (optimizer moments, torch generator; empty for a checkpoint saved without them)."""
     from safetensors.torch import load_file
 
     from engine.models.brainworld import BrainWorld, BrainWorldConfig
@@ -466,41 +650,49 @@ def load_checkpoint(folder: str | Path) -> tuple[BrainWorld, dict]:
     if "model" not in cfg:
         raise ValueError(f"{folder}: cfg.json has no brainworld model configuration")
     model = BrainWorld(BrainWorldConfig(**cfg["model"]))
-    model.load_state_dict(load_file(str(path / "model.safetensors")))
-    return model.eval(), cfg
+    tensors = load_file(str(path / "model.safetensors"))
+    training = {k: v for k, v in tensors.items() if k.startswith(TRAINING_PREFIX)}
+    model.load_state_dict({k: v for k, v in tensors.items() if k not in training})
+    return (model.eval(), cfg, training) if with_training else (model.eval(), cfg)
 
 
 def _training_subjects(p: TrainParams, inputs: dict, check_cancelled
                        ) -> tuple[list[Subject], dict]:
     if "fmri" in inputs:
         subject, source, note = subject_from_file(inputs["fmri"], inputs.get("t1"), p.grid,
-                                                  check_cancelled)
+                                                  check_cancelled, p.volumes == "patches")
         return [subject], {"kind": "file", "fmri": str(inputs["fmri"]),
-                           "t1": inputs.get("t1"), "anatomy": note}
+                           "t1": inputs.get("t1"), "anatomy": note, "volumes": p.volumes}
     if "t1" in inputs:
         raise ValueError("the t1 input needs an fmri input (or neither, for synthetic "
                          "subjects)")
     subjects = [synthetic_subject(p.synthetic_seed + s, p.grid, p.frames, p.regions)
                 for s in range(p.subjects)]
     return subjects, {"kind": "synthetic", "seed": p.synthetic_seed, "subjects": p.subjects,
-                      "frames": p.frames, "regions": p.regions,
+                      "frames": p.frames, "regions": p.regions, "volumes": p.volumes,
                       "anatomy": "synthetic T1 (region brightness = anatomy vector)"}
 
 
 def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
     cfg = params.brainworld_config()
-    model, done, previous = None, (0, 0), {}
+    model, done, previous, resume = None, (0, 0), {}, None
     if "checkpoint" in inputs:
-        model, previous = load_checkpoint(inputs["checkpoint"])
+        model, previous, training = load_checkpoint(inputs["checkpoint"], with_training=True)
         if previous["model"] != {**previous["model"], **_shape_fields(cfg)}:
             raise ValueError(f"{inputs['checkpoint']}: the checkpoint was trained with "
                              f"{_shape_fields_of(previous['model'])}, not "
                              f"{_shape_fields(cfg)}; resume with the same grid, chunk, patch, "
                              "width, depth and use_smri")
+        trained_on = previous.get("data", {}).get("volumes", "resampled")
+        if trained_on != params.volumes:
+            raise ValueError(f"{inputs['checkpoint']}: the checkpoint was trained on "
+                             f"{trained_on} volumes; resume with volumes={trained_on!r}")
         cfg = model.cfg
         done = (previous["ae_steps_done"], previous["steps_done"])
+        resume = (training, previous) if training and "training" in previous else None
         ctx.log(f"resuming from {inputs['checkpoint']} after {done[0]} autoencoder and "
-                f"{done[1]} diffusion steps")
+                f"{done[1]} diffusion steps"
+                + ("" if resume else " (no optimizer state saved: AdamW starts afresh)"))
     subjects, data = _training_subjects(params, inputs, ctx.check_cancelled)
     ctx.log(f"{len(subjects)} run(s) at {cfg.grid}^3 voxels, chunks of {cfg.chunk} frames; "
             f"anatomy: {data['anatomy']}")
@@ -511,13 +703,13 @@ def run_train(ctx: JobContext, params: TrainParams, inputs: dict) -> dict:
         ctx.progress(at, params.ae_steps + params.steps,
                      **{"ae_loss" if stage == "autoencoder" else "loss": loss})
 
-    def save(model: BrainWorld, state: dict) -> str:
-        return ctx.save_checkpoint(CHECKPOINT, model, {**state, "data": data,
-                                                       "tr_s": subjects[0].tr_s})
+    def save(tensors: dict, state: dict) -> str:
+        return ctx.save_checkpoint(CHECKPOINT, tensors, {**state, "data": data,
+                                                         "tr_s": subjects[0].tr_s})
 
     trained = train(cfg, subjects, params, ctx.seed, ctx.check_cancelled, report, model, done,
-                    save)
-    outputs = {"checkpoint": save(trained.model, trained.cfg)}
+                    save, resume)
+    outputs = {"checkpoint": save(trained.tensors, trained.cfg)}
     outputs["loss_plot"] = ctx.save_artifact("loss", plot(
         "BrainWorld training loss", [series("autoencoder (MSE)",
                                             np.arange(1, len(trained.ae_losses) + 1),
@@ -588,6 +780,53 @@ def rollout(model: BrainWorld, start: np.ndarray, t1: np.ndarray, mask: np.ndarr
     return np.concatenate(out, axis=1)[:, :n_frames].astype(np.float32)
 
 
+def rollout_patches(model: BrainWorld, start: np.ndarray, t1: np.ndarray, mask: np.ndarray,
+                    n_frames: int, overlap: int, use_smri: bool = True, guidance: float = 1.0,
+                    sampling_steps: int = 100, seed: int = 0, check_cancelled=None,
+                    report=None) -> np.ndarray:
+    """``rollout`` of one run at its own resolution ``start`` ``[chunk, x, y, z]`` with a
+    patch-trained model: every next chunk is sampled patch by patch (``grid``^3 patches
+    sharing about ``overlap`` voxels, corners on the latent grid) from that patch of the
+    previous chunk (its latents cut from the whole frames' encoding, its FC) and of ``t1``;
+    the decoded patches are blended into whole frames (``blend_patches``), which are encoded
+    again for the next chunk, so neighbouring patches share one past. ``[n, x, y, z]``."""
+    import torch
+
+    from engine.models.brainworld import fc_features
+
+    cfg, size = model.cfg, model.cfg.grid
+    generator = torch.Generator().manual_seed(seed)
+    masks = padded(mask.astype(np.float32), size)
+    frames = padded(np.asarray(start, dtype=np.float32), size) * masks
+    anatomy = padded(np.asarray(t1, dtype=np.float32), size)
+    chunks = -(-n_frames // cfg.chunk)
+
+    def next_patches(corners: list) -> np.ndarray:
+        past = torch.from_numpy(np.stack([crop(frames, k, size) for k in corners]))
+        context = torch.stack([crop(latents, tuple(v // LATENT_STEP for v in k),
+                                    size // LATENT_STEP) for k in corners])
+        sampled = model.sample_next(
+            context, fc_features(past, cfg.fc_parcels),
+            torch.from_numpy(np.stack([crop(anatomy, k, size) for k in corners])),
+            use_smri=use_smri, guidance=guidance, sampling_steps=sampling_steps,
+            generator=generator)
+        return model.decode(sampled).numpy()
+
+    out = []
+    with torch.no_grad():
+        for k in range(chunks):
+            if check_cancelled is not None:
+                check_cancelled()
+            latents = encode_run(model, frames)
+            frames = blend_patches(masks.shape, size, overlap, next_patches,
+                                   LATENT_STEP) * masks
+            out.append(frames)
+            if report is not None:
+                report(k + 1, chunks)
+    x, y, z = mask.shape
+    return np.concatenate(out)[:n_frames, :x, :y, :z].astype(np.float32)
+
+
 def nifti_bytes(data: np.ndarray, affine: np.ndarray, header, tr_s: float | None) -> bytes:
     """A .nii.gz in memory: ``data`` (x, y, z[, t]) float32 with ``header`` copied when given
     (the source's), its data type and scaling reset for float32."""
@@ -608,7 +847,8 @@ def nifti_bytes(data: np.ndarray, affine: np.ndarray, header, tr_s: float | None
 def _start_subject(cfg: dict, params: GenerateParams, inputs: dict, grid: int, needed: int
                    ) -> tuple[Subject, Source, str]:
     if "fmri" in inputs:
-        return subject_from_file(inputs["fmri"], inputs.get("t1"), grid)
+        return subject_from_file(inputs["fmri"], inputs.get("t1"), grid,
+                                 native=cfg.get("data", {}).get("volumes") == "patches")
     data = cfg.get("data", {})
     if data.get("kind") != "synthetic":
         raise ValueError("this checkpoint was trained on a file: give the fmri input (and "
@@ -634,17 +874,30 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     ctx.log(f"rolling out {params.frames} frames from frame {params.start_frame} of "
             f"{subject.name} ({anatomy_note})")
     start = subject.frames[params.start_frame:params.start_frame + chunk]
-    generated = rollout(model, start[None], subject.t1[None], subject.mask, params.frames,
-                        params.use_smri, params.guidance, params.sampling_steps, ctx.seed,
-                        ctx.check_cancelled,
-                        lambda k, n: ctx.progress(k, n, frames=min(k * chunk, params.frames)))[0]
+
+    def report(k: int, n: int) -> None:
+        ctx.progress(k, n, frames=min(k * chunk, params.frames))
+
+    if cfg.get("data", {}).get("volumes") == "patches":
+        if params.overlap >= grid:
+            raise ValueError(f"overlap {params.overlap} must be smaller than the patch "
+                             f"({grid} voxels)")
+        generated = rollout_patches(model, start, subject.t1, subject.mask, params.frames,
+                                    params.overlap, params.use_smri, params.guidance,
+                                    params.sampling_steps, ctx.seed, ctx.check_cancelled,
+                                    report)
+    else:
+        generated = rollout(model, start[None], subject.t1[None], subject.mask,
+                            params.frames, params.use_smri, params.guidance,
+                            params.sampling_steps, ctx.seed, ctx.check_cancelled, report)[0]
     raw = generated * subject.std + subject.mean
     real_from = params.start_frame + chunk
     real = subject.frames[real_from:real_from + params.frames]
     if len(real) < 2 * chunk:
         real = subject.frames
     outputs = {}
-    out_frames = np.stack([from_grid(frame, source.shape) for frame in raw], axis=-1)
+    out_frames = np.stack([frame if frame.shape == source.shape else
+                           from_grid(frame, source.shape) for frame in raw], axis=-1)
     name = "sub-" + _bids_label(subject.name) + "_desc-brainworld_bold"
     outputs["generated"] = ctx.save_file(
         f"{name}.nii.gz", nifti_bytes(out_frames, source.affine, source.header, subject.tr_s),
@@ -700,12 +953,11 @@ def power_spectrum(z: np.ndarray, mask: np.ndarray, tr_s: float) -> tuple[np.nda
 
 def parcel_fc(z: np.ndarray, parcels: int) -> np.ndarray:
     """Pearson FC between block parcels (as the model's FC condition sees them)."""
-    g = z.shape[1]
-    edges = np.linspace(0, g, parcels + 1).round().astype(int)
+    x, y, z_edges = (np.linspace(0, n, parcels + 1).round().astype(int) for n in z.shape[1:])
     means = np.stack([z[:, a:b, c:d, e:f].mean((1, 2, 3))
-                      for a, b in zip(edges[:-1], edges[1:], strict=True)
-                      for c, d in zip(edges[:-1], edges[1:], strict=True)
-                      for e, f in zip(edges[:-1], edges[1:], strict=True)], axis=1)
+                      for a, b in zip(x[:-1], x[1:], strict=True)
+                      for c, d in zip(y[:-1], y[1:], strict=True)
+                      for e, f in zip(z_edges[:-1], z_edges[1:], strict=True)], axis=1)
     return correlation(means)
 
 

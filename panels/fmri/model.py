@@ -297,14 +297,8 @@ class ViewerModel:
         """One ROI per non-zero label of an atlas, resampled (nearest) onto the functional
         grid through both affines."""
         volume = self._need_functional()
-        shape = volume.spatial_shape
-        voxels = np.stack(np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"),
-                          -1).reshape(-1, 3)
-        atlas_ijk = np.rint(labels.world_to_voxel(volume.voxel_to_world(voxels))).astype(int)
-        inside = ((atlas_ijk >= 0) & (atlas_ijk < np.asarray(labels.spatial_shape))).all(1)
-        values = np.zeros(len(voxels), dtype=np.int64)
-        atlas = labels.frame(0)
-        values[inside] = np.rint(atlas[tuple(atlas_ijk[inside].T)]).astype(np.int64)
+        voxels = grid_voxels(volume.spatial_shape)
+        values = labels_on(volume, labels).reshape(-1)
         found = [v for v in np.unique(values) if v != 0]
         if not found:
             raise ValueError(f"{labels.path}: no labelled voxel overlaps the functional image")
@@ -325,6 +319,23 @@ class ViewerModel:
                 volume.close()
         self.base = self.overlay = self.grid = self.compare = None
         self.rois = []
+
+
+def grid_voxels(shape: tuple[int, int, int]) -> np.ndarray:
+    """Every voxel index ``(n, 3)`` of a grid, C order (matches ``array.reshape(-1)``)."""
+    return np.stack(np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"),
+                    -1).reshape(-1, 3)
+
+
+def labels_on(volume: Volume, labels: Volume) -> np.ndarray:
+    """An atlas's integer labels at each voxel of ``volume`` (nearest, through both affines;
+    0 where the atlas does not reach), shaped like ``volume.spatial_shape``."""
+    voxels = grid_voxels(volume.spatial_shape)
+    atlas_ijk = np.rint(labels.world_to_voxel(volume.voxel_to_world(voxels))).astype(int)
+    inside = ((atlas_ijk >= 0) & (atlas_ijk < np.asarray(labels.spatial_shape))).all(1)
+    values = np.zeros(len(voxels), dtype=np.int64)
+    values[inside] = np.rint(labels.frame(0)[tuple(atlas_ijk[inside].T)]).astype(np.int64)
+    return values.reshape(volume.spatial_shape)
 
 
 def mosaic(images: list[np.ndarray]) -> np.ndarray:

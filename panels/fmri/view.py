@@ -10,7 +10,8 @@ A BrainWorld generation (``brainworld.generate``'s NIfTI) opened over a real run
 generated layer: a second row of planes under the real ones, on the same cursor and the same
 clock (its sidecar says which real frame it follows), its voxel time course beside the real
 one, and its quality-check plots; chunks are kept or discarded and the time range cropped
-through the host's undo stack. The time axis exports as MP4 (imageio-ffmpeg), figures as
+through the host's undo stack, and a region (a sphere or box at the cursor, or an atlas's
+labels) masked. The time axis exports as MP4 (imageio-ffmpeg), figures as
 PNG, SVG or PDF.
 """
 
@@ -46,7 +47,10 @@ from panels.fmri.generated import (
     CropFrames,
     GeneratedLayer,
     GeneratedLayers,
+    MaskedVolume,
+    MaskRegion,
     SetChunkKept,
+    checked_mask,
     decode,
     is_generated,
     write_layer,
@@ -67,6 +71,8 @@ BASE_COLORMAP = "CET-L1"  # linear grey
 NIFTI_FILTER = "NIfTI images (*.nii *.nii.gz);;All files (*)"
 EXPORT_FILTER = "PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;MP4 movie of the time axis (*.mp4)"
 GENERATED_PEN = "#D55E00"
+MASK_CHOICES = {"sphere at cursor": "sphere", "box at cursor": "box",
+                "label image…": "labels"}
 
 
 class MovieExportError(RuntimeError):
@@ -197,6 +203,7 @@ class FmriPanel(QWidget):
         self.layers.listeners.append(self._on_layers_edited)
         self.active_layer: GeneratedLayer | None = None
         self.generated_course: np.ndarray | None = None
+        self.generated_voxel: np.ndarray | None = None   # where generated_course was read
         self.jobs: dict[str, str] = {}   # regenerations this panel started: job -> label
         self._unsubscribe = host.subscribe(self._on_host_event) if host is not None else None
         self._render_timer = QTimer(self, singleShot=True, interval=THROTTLE_MS)
@@ -325,6 +332,16 @@ class FmriPanel(QWidget):
         crop_button = QPushButton("Crop")
         crop_button.clicked.connect(lambda: self.crop_layer(self.crop_start.value(),
                                                             self.crop_stop.value()))
+        self.mask_shape_box = QComboBox()
+        self.mask_shape_box.addItems(list(MASK_CHOICES))
+        self.mask_shape_box.setToolTip("Region: a sphere or a cube (half-side) of the ROI "
+                                       "radius at the cursor, or the labels of an atlas")
+        self.mask_clear_box = QComboBox()
+        self.mask_clear_box.addItems(["clear outside", "clear inside"])
+        self.mask_fill_box = QComboBox()
+        self.mask_fill_box.addItems(["to 0", "to NaN"])
+        mask_button = QPushButton("Mask")
+        mask_button.clicked.connect(self._choose_mask)
         self.qc_box = QComboBox()
         self.qc_box.currentTextChanged.connect(self._show_qc)
         save_button = QPushButton("Save kept frames…")
@@ -336,7 +353,9 @@ class FmriPanel(QWidget):
         regenerate_button.clicked.connect(self._choose_regenerate)
         for widget in (QLabel("Generated layer"), self.layer_box, self.chunk_button,
                        QLabel("frames"), self.crop_start, QLabel("to"), self.crop_stop,
-                       crop_button, QLabel("quality check"), self.qc_box, save_button,
+                       crop_button, self.mask_shape_box, self.mask_clear_box,
+                       self.mask_fill_box, mask_button, QLabel("quality check"), self.qc_box,
+                       save_button,
                        regenerate_button):
             bar.addWidget(widget)
         bar.addStretch(1)
@@ -633,15 +652,15 @@ class FmriPanel(QWidget):
             return
         world = volume.voxel_to_world(voxel)
 
-        def course() -> tuple[int, np.ndarray, np.ndarray | None]:
+        def course() -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray | None]:
             with model.lock:
                 real = volume.time_course(voxel)
-                generated = None
+                generated = ijk = None
                 if layer is not None:
                     ijk = np.rint(layer.volume.world_to_voxel(world)).astype(int)
                     if ((ijk >= 0) & (ijk < np.asarray(layer.volume.spatial_shape))).all():
                         generated = layer.volume.time_course(ijk)
-                return generation, real, generated
+                return generation, real, generated, ijk
 
         self.slicer.submit("timecourse", course)
 
@@ -654,6 +673,7 @@ class FmriPanel(QWidget):
             self._draw(result)
         elif kind == "timecourse" and result[0] == self._generation:
             self.time_course, self.generated_course = result[1], result[2]
+            self.generated_voxel = result[3]
             axis = self._time_axis()
             self.course_curve.setData(axis[:len(self.time_course)], self.time_course)
             self._draw_generated_course()
@@ -664,11 +684,13 @@ class FmriPanel(QWidget):
             self._show_rois(*result[1:])
 
     def _draw_generated_course(self) -> None:
-        """The generated time course on the real clock, edited-out frames as gaps."""
+        """The generated time course on the real clock, edited-out frames as gaps, a masked
+        voxel at its fill value."""
         layer, course = self.active_layer, self.generated_course
         if layer is None or course is None:
             self.generated_curve.setData([], [])
             return
+        course = layer.masked_course(self.generated_voxel, course)
         tr = self._time_axis()[1] if self.model.n_frames > 1 else 1.0
         shown = np.array([course[g] if layer.frame_at(g + layer.first_frame) is not None
                           else np.nan for g in range(len(course))], dtype=float)
@@ -755,7 +777,10 @@ class FmriPanel(QWidget):
         self.layers.add(layer)
         restore = getattr(self._host, "restore_edits", None)
         if callable(restore):
-            restore(layer.document, self.layers, decode)
+            try:
+                restore(layer.document, self.layers, decode)
+            except (ValueError, KeyError, IndexError) as exc:  # e.g. a mask's atlas is gone
+                self._fail("Some edits of the generated run were not replayed", str(exc))
         self.layer_box.blockSignals(True)
         self.layer_box.clear()
         self.layer_box.addItems([existing.name for existing in self.layers.layers])
@@ -771,7 +796,7 @@ class FmriPanel(QWidget):
         if self.layer_box.currentText() != name:
             self.layer_box.setCurrentText(name)
         with self.model.lock:
-            self.model.set_compare(layer.volume)
+            self.model.set_compare(MaskedVolume(layer))
             self.model.clock_frames = layer.first_frame + layer.volume.n_frames
         self._generation += 1
         self._show_compare_row(True)
@@ -831,6 +856,45 @@ class FmriPanel(QWidget):
                                              f"{layer.volume.n_frames} generated frames")
         self._push(CropFrames(layer.name, start, stop, layer.crop))
         return True
+
+    def mask_layer(self, mask: dict) -> bool:
+        """Clear the voxels outside (or inside) a region of the active layer, to 0 or NaN:
+        an undoable edit (see ``generated.checked_mask`` for the region's form)."""
+        layer = self.active_layer
+        if layer is None:
+            return self._fail("No generated layer", "open a generated run first")
+        try:
+            mask = checked_mask(mask)
+            inside = layer.region(mask)
+            if inside.all() if mask["clear"] == "outside" else not inside.any():
+                return self._fail("Cannot mask", "the region clears no voxel of the layer")
+        except ValueError as exc:  # checked before the undo stack applies it
+            return self._fail("Cannot mask", str(exc))
+        self._push(MaskRegion(layer.name, mask))
+        return True
+
+    def mask_at_cursor(self, shape: str, radius_mm: float, clear: str = "outside",
+                       fill: str = "zero") -> bool:
+        """A sphere of ``radius_mm``, or a box of that half-side, centred on the cursor."""
+        if self.model.grid is None:
+            return self._fail("Cannot mask", "open a run first")
+        centre = self.model.cursor_world().tolist()
+        region = ({"centre_mm": centre, "radius_mm": radius_mm} if shape == "sphere" else
+                  {"low_mm": [c - radius_mm for c in centre],
+                   "high_mm": [c + radius_mm for c in centre]})
+        return self.mask_layer({"shape": shape, **region, "clear": clear, "fill": fill})
+
+    def _choose_mask(self) -> None:
+        shape = MASK_CHOICES[self.mask_shape_box.currentText()]
+        clear = "outside" if self.mask_clear_box.currentIndex() == 0 else "inside"
+        fill = "zero" if self.mask_fill_box.currentIndex() == 0 else "nan"
+        if shape != "labels":
+            self.mask_at_cursor(shape, self.radius_box.value(), clear, fill)
+            return
+        path, _ = QFileDialog.getOpenFileName(self, "Label image to mask with", "",
+                                              NIFTI_FILTER)
+        if path:
+            self.mask_layer({"shape": "labels", "path": path, "clear": clear, "fill": fill})
 
     def _push(self, command) -> None:
         if self._host is not None:

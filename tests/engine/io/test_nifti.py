@@ -134,6 +134,48 @@ def test_large_gz_is_converted_once_into_the_cache_and_memory_mapped(tmp_path: P
     small.close()
 
 
+def test_indexed_frames_are_split_over_handles_at_seek_points(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    import engine.io.nifti as nifti
+
+    monkeypatch.setattr(nifti, "INDEX_SPACING_BYTES", 64 * 1024)   # several points a frame
+    monkeypatch.setattr(nifti, "PARALLEL_MIN_BYTES", 16 * 1024)
+    monkeypatch.setattr(nifti, "PARALLEL_READERS", 2)
+    data = np.random.default_rng(5).normal(size=(40, 40, 40, 6)).astype(np.float32)
+    volume = open_volume(_write(tmp_path / "run.nii.gz", data))
+    assert volume.wait_for_index(30) and volume.index_error is None
+    assert len(volume._readers) == 2 and len(volume._points) > 6
+    frame_bytes = data[..., 0].nbytes
+    cuts = volume._cuts(volume.vox_offset + 3 * frame_bytes, frame_bytes, 2)
+    assert len(cuts) == 3 and cuts[1] in volume._points    # the second share starts at a point
+    for t in (5, 2, 4, 0):
+        np.testing.assert_array_equal(volume.frame(t), data[..., t])
+    np.testing.assert_array_equal(volume.values_over_time([(1, 2, 3)]), data[1, 2, 3][:, None])
+    volume.close()
+    assert volume._readers == []
+
+
+def test_seek_index_is_saved_in_the_cache_and_reused(tmp_path: Path) -> None:
+    data = np.random.default_rng(6).normal(size=(12, 10, 8, 9)).astype(np.float32)
+    path = _write(tmp_path / "run.nii.gz", data)
+    cache = tmp_path / "cache"
+    volume = open_volume(path, convert_dir=cache)       # small: indexed, not converted
+    assert volume.wait_for_index(30) and volume.converted_path is None
+    assert volume._indexer is not None and volume.index_path.parent == cache
+    assert volume.index_path.is_file() and volume.index_path.suffix == ".gzidx"
+    volume.close()
+    again = open_volume(path, convert_dir=cache)
+    assert again.wait_for_index(30) and again._indexer is None   # read back: no second pass
+    np.testing.assert_array_equal(again.frame(7), data[..., 7])
+    again.close()
+    again.index_path.write_bytes(b"not an index")
+    damaged = open_volume(path, convert_dir=cache)
+    assert damaged.wait_for_index(30) and damaged.index_error is None
+    assert damaged._indexer is not None                 # rebuilt
+    np.testing.assert_array_equal(damaged.frame(8), data[..., 8])
+    damaged.close()
+
+
 def test_reads_from_threads_agree(tmp_path: Path) -> None:
     data = np.random.default_rng(2).normal(size=(10, 10, 10, 12)).astype(np.float32)
     volume = open_volume(_write(tmp_path / "run.nii.gz", data))

@@ -203,19 +203,23 @@ def test_bad_inputs_name_the_file(tmp_path, oblique_run):
         TRAIN.params(grid=12)
 
 
-def test_cancel_saves_a_checkpoint_and_training_resumes(tmp_path):
-    ctx = _ctx(tmp_path, "first")
-    params = TRAIN.params(**TINY, ae_steps=3, steps=40, subjects=2, frames=16)
-    calls = {"n": 0}
-    original = ctx.check_cancelled
+def _cancelling(ctx: JobContext, at_call: int) -> JobContext:
+    """``ctx`` whose ``at_call``-th ``check_cancelled`` asks to cancel (and so raises)."""
+    calls, original = {"n": 0}, ctx.check_cancelled
 
-    def cancel_after_some_steps() -> None:
+    def check() -> None:
         calls["n"] += 1
-        if calls["n"] == 10:
+        if calls["n"] == at_call:
             ctx.request_cancel()
         original()
 
-    ctx.check_cancelled = cancel_after_some_steps
+    ctx.check_cancelled = check
+    return ctx
+
+
+def test_cancel_saves_a_checkpoint_and_training_resumes(tmp_path):
+    ctx = _cancelling(_ctx(tmp_path, "first"), 10)
+    params = TRAIN.params(**TINY, ae_steps=3, steps=40, subjects=2, frames=16)
     with pytest.raises(Cancelled):
         TRAIN.run(ctx, params, {})
     saved = ctx.output_dir / "checkpoints" / bw.CHECKPOINT
@@ -235,6 +239,126 @@ def test_cancel_saves_a_checkpoint_and_training_resumes(tmp_path):
     np.testing.assert_allclose(image.affine, bw.synthetic_affine(8))
     with gzip.open(resumed.output_dir / out["real_bold"]) as handle:
         assert handle.read(348)[344:347] == b"n+1"
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.parametrize("cancel_at", [3, 9])   # in stage 1 (2 steps done); stage 2 (4)
+def test_resume_continues_exactly_as_an_uninterrupted_run(tmp_path, cancel_at):
+    """Cancelled after N steps, resumed from its checkpoint == the same steps straight: the
+    checkpoint holds AdamW's moments and step counts and both random generators."""
+    whole = TRAIN.params(**TINY, ae_steps=4, steps=10, subjects=2, frames=16, lr=3e-3)
+    straight = _ctx(tmp_path, "straight")
+    done = TRAIN.run(straight, whole, {})
+    part = _cancelling(_ctx(tmp_path, "part"), cancel_at)
+    with pytest.raises(Cancelled):
+        TRAIN.run(part, whole, {})
+    saved = part.output_dir / "checkpoints" / bw.CHECKPOINT
+    cfg = json.loads((saved / "cfg.json").read_text())
+    assert cfg["training"]["stage"] == ("autoencoder" if cancel_at <= 4 else "diffusion")
+    moments = [k for k in _weights(saved) if k.startswith("training.optimizer.")]
+    assert any(k.endswith(".exp_avg_sq") for k in moments)
+    assert any(k.endswith(".step") for k in moments)
+    rest = _ctx(tmp_path, "rest")
+    resumed = TRAIN.run(rest, whole, {"checkpoint": str(saved)})
+    assert resumed["final"]["loss"] == pytest.approx(done["final"]["loss"], rel=1e-5)
+    a = _weights(straight.output_dir / done["checkpoint"])
+    b = _weights(rest.output_dir / resumed["checkpoint"])
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6, msg=name)
+    model, _ = bw.load_checkpoint(rest.output_dir / resumed["checkpoint"])  # weights only
+    assert not any(k.startswith("training.") for k in model.state_dict())
+
+
+class EchoModel:
+    """A stand-in for a trained model: each patch's next chunk is its past chunk plus a
+    constant of its own (``offsets``), so blending is all that shapes the frames. Its
+    "latents" are the frames' 4^3 blocks stacked as channels: exact, and a latent crop at
+    corner / 4 is the crop's own encoding, as with the convolutional autoencoder."""
+
+    cfg = BrainWorldConfig(grid=8, chunk=4, patch=2, width=32, depth=1)
+
+    def __init__(self, offsets: bool) -> None:
+        self.offsets, self.seen = offsets, []
+
+    def encode(self, frames):
+        b, t, x, y, z = frames.shape
+        blocks = frames.reshape(b, t, x // 4, 4, y // 4, 4, z // 4, 4)
+        return blocks.permute(0, 1, 3, 5, 7, 2, 4, 6).reshape(b, t, 64, x // 4, y // 4, z // 4)
+
+    def decode(self, latents):
+        b, t, _, x, y, z = latents.shape
+        blocks = latents.reshape(b, t, 4, 4, 4, x, y, z).permute(0, 1, 5, 2, 6, 3, 7, 4)
+        return blocks.reshape(b, t, 4 * x, 4 * y, 4 * z)
+
+    def sample_next(self, context, fc, t1, generator=None, **options):
+        self.seen.append(context.shape[0])
+        if not self.offsets:
+            return context.clone()
+        offsets = torch.rand(context.shape[0], generator=generator)
+        return context + offsets.reshape(-1, *[1] * (context.dim() - 1))
+
+
+def test_patchwise_rollout_blends_patches_without_seams():
+    shape = (20, 13, 9)                     # larger than the 8^3 patch on two axes
+    rng = np.random.default_rng(0)
+    field = rng.standard_normal(shape).astype(np.float32)
+    corners = bw.patch_corners(shape, 8, 3)
+    covered = np.zeros(shape, dtype=int)
+    for corner in corners:
+        bw.crop(covered, corner, 8)[...] += 1
+    assert covered.min() >= 1 and len(corners) == 4 * 2 * 2
+    again = bw.blend_patches(shape, 8, 3, lambda group: np.stack(
+        [bw.crop(field, k, 8) for k in group]))
+    np.testing.assert_allclose(again, field, rtol=1e-5, atol=1e-6)   # a partition of unity
+    start = np.repeat(field[None], 4, axis=0)
+    mask = np.ones(shape, dtype=bool)
+    echo = EchoModel(offsets=False)
+    frames = bw.rollout_patches(echo, start, np.ones(shape), mask, 6, overlap=3,
+                                sampling_steps=2)
+    aligned = bw.patch_corners(bw.padded(field, 8).shape, 8, 3, bw.LATENT_STEP)
+    assert all(v % 4 == 0 for corner in aligned for v in corner)  # on the latent grid
+    assert frames.shape == (6, *shape) and sum(echo.seen) == 2 * len(aligned)
+    np.testing.assert_allclose(frames, start[[0, 1, 2, 3, 0, 1]], rtol=1e-5, atol=1e-5)
+    shifted = bw.rollout_patches(EchoModel(offsets=True), start, np.ones(shape), mask, 4,
+                                 overlap=3)
+    blended = shifted[0] - field           # the patches' constants, faded into each other
+    spread = blended.max() - blended.min()
+    steps = max(np.abs(np.diff(blended, axis=a)).max() for a in range(3))
+    assert spread > 0.3 and steps < 0.5 * spread, (spread, steps)   # no jump from patch to patch
+    small = bw.rollout_patches(echo, start[:, :5, :6, :7], np.ones((5, 6, 7)),
+                               mask[:5, :6, :7], 4, overlap=3)       # smaller than a patch
+    np.testing.assert_allclose(small[0], field[:5, :6, :7], rtol=1e-5, atol=1e-5)
+
+
+def test_patchwise_training_and_generation_keep_the_full_resolution(tmp_path):
+    subject = bw.synthetic_subject(5, 8, 24)
+    bold = np.concatenate([np.moveaxis(subject.raw, 0, -1)] * 3, axis=0)[:20, :, :6]
+    affine = np.array([[2.0, 0.3, 0, -20], [0, 2.5, 0, -10], [0.2, 0, 3, 5], [0, 0, 0, 1]])
+    fmri = _write(tmp_path / "sub-02_bold.nii.gz", bold, affine, tr_s=1.5)   # 20 x 8 x 6 x 24
+    ctx = _ctx(tmp_path, "train")
+    out = TRAIN.run(ctx, TRAIN.params(**TINY, ae_steps=3, steps=3, volumes="patches"),
+                    {"fmri": str(fmri)})
+    checkpoint = ctx.output_dir / out["checkpoint"]
+    assert json.loads((checkpoint / "cfg.json").read_text())["data"]["volumes"] == "patches"
+    gen_ctx = _ctx(tmp_path, "generate")
+    gen = GENERATE.run(gen_ctx, GENERATE.params(frames=5, sampling_steps=2, overlap=3),
+                       {"checkpoint": str(checkpoint), "fmri": str(fmri)})
+    image = nib.load(gen_ctx.output_dir / gen["generated"])
+    assert image.shape == (20, 8, 6, 5)
+    np.testing.assert_allclose(image.affine, affine, atol=1e-5)
+    assert np.isfinite(image.get_fdata()).all() and gen["quality"]["finite"]
+    with pytest.raises(ValueError, match="overlap 8"):
+        GENERATE.run(_ctx(tmp_path), GENERATE.params(frames=2, overlap=8),
+                     {"checkpoint": str(checkpoint), "fmri": str(fmri)})
+    with pytest.raises(ValueError, match="volumes='patches'"):
+        TRAIN.run(_ctx(tmp_path, "resume"), TRAIN.params(**TINY, ae_steps=3, steps=4),
+                  {"checkpoint": str(checkpoint), "fmri": str(fmri)})
 
 
 def test_smoke_reproduce(tmp_path):

@@ -1,4 +1,4 @@
-"""Generated runs beside the real one: one cursor and one clock, keep/discard/crop edits
+"""Generated runs beside the real one: one cursor and one clock, keep/discard/crop/mask edits
 through the host's undo stack (replayed after a restart), QC plots, PDF and MP4 export."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from panels.fmri.generated import (
     CropFrames,
     GeneratedLayer,
     GeneratedLayers,
+    MaskRegion,
     SetChunkKept,
+    checked_mask,
     decode,
     is_generated,
     write_layer,
@@ -242,3 +244,112 @@ def test_regenerate_with_another_anatomy_opens_the_result_as_a_layer(panel, qtbo
     assert panel.layer_box.count() == 2 and job in panel.active_layer.name
     result = _drawn(panel, qtbot, compare_t=panel._compare_t())
     assert result["compare"] is not None
+
+
+def _world_of_voxels(shape) -> np.ndarray:
+    ijk = np.stack(np.meshgrid(*(np.arange(n) for n in shape), indexing="ij"), -1)
+    return ijk @ AFFINE[:3, :3].T + AFFINE[:3, 3]
+
+
+def test_masks_clear_regions_undoably_and_export_masked(runs, tmp_path) -> None:
+    from engine.io.nifti import open_volume
+
+    _, gen_path, _, generated = runs
+    layers = GeneratedLayers()
+    layer = GeneratedLayer.open(gen_path, open_volume(gen_path))
+    layers.add(layer)
+    world = _world_of_voxels(generated.shape[:3])
+    centre = world[4, 5, 3]
+    sphere = MaskRegion(layer.name, checked_mask({"shape": "sphere", "centre_mm": centre,
+                                                   "radius_mm": 7.0}))
+    low, high = world[0, 0, 0], world[2, 3, 1]
+    box = MaskRegion(layer.name, checked_mask({"shape": "box", "low_mm": low, "high_mm": high,
+                                                "clear": "inside", "fill": "nan"}))
+    atlas = np.zeros(generated.shape[:3], dtype=np.float32)
+    atlas[6:, :, :] = 3                      # label 3: the last three i-slices
+    nib.save(nib.Nifti1Image(atlas, AFFINE), tmp_path / "atlas.nii.gz")
+    labels = MaskRegion(layer.name, checked_mask({"shape": "labels", "labels": [3],
+                                                   "path": str(tmp_path / "atlas.nii.gz"),
+                                                   "clear": "inside"}))
+    in_sphere = np.linalg.norm(world - centre, axis=-1) <= 7.0
+    corner = np.zeros(generated.shape[:3], dtype=bool)
+    corner[:3, :4, :2] = True                # the box's voxels (axes flipped or not)
+    for command in (sphere, box, labels):
+        command.apply(layers)
+        assert decode(json.loads(json.dumps(command.to_json()))) == command
+    frame = layer.masked_frame(5)
+    expected = np.where(in_sphere, generated[..., 5], 0.0)
+    expected[corner] = np.nan
+    expected[6:] = 0.0
+    np.testing.assert_array_equal(frame, expected)
+    assert 0 < in_sphere.sum() < in_sphere.size and np.isnan(frame).sum() == (
+        corner & (atlas == 0)).sum()
+    assert np.isnan(layer.masked_course((0, 0, 0), np.ones(3))).all()
+    np.testing.assert_array_equal(layer.masked_course((4, 5, 3), generated[4, 5, 3]),
+                                  generated[4, 5, 3])
+    SetChunkKept(layer.name, 0, kept=False).apply(layers)
+    saved = write_layer(layer, tmp_path / "masked.nii.gz")
+    written = nib.load(saved).get_fdata()
+    np.testing.assert_allclose(written[..., 1], expected)    # kept frame 5, masked
+    np.testing.assert_array_equal(np.isnan(written[..., 0]), np.isnan(expected))
+    assert (written[..., 0][~in_sphere & ~corner] == 0).all()
+    edits = json.loads((tmp_path / "masked.json").read_text())["Edits"]
+    assert [m["shape"] for m in edits["Masks"]] == ["sphere", "box", "labels"]
+    for command in (labels, box, sphere):
+        command.revert(layers)
+    assert layer.masks == [] and layer.clearing is None
+    np.testing.assert_array_equal(layer.masked_frame(5), generated[..., 5])
+    for bad, problem in (({"shape": "cone"}, "shape"),
+                         ({"shape": "sphere", "centre_mm": [0, 0], "radius_mm": 1}, "three"),
+                         ({"shape": "sphere", "centre_mm": [0, 0, 0], "radius_mm": 0}, "> 0"),
+                         ({"shape": "box", "low_mm": [0] * 3, "high_mm": [1] * 3,
+                           "clear": "around"}, "clear"),
+                         ({"shape": "labels", "path": "x.nii", "fill": "mean"}, "fill")):
+        with pytest.raises(ValueError, match=problem):
+            checked_mask(bad)
+    with pytest.raises(ValueError, match="label image"):
+        layers.add_mask(layer.name, {"shape": "labels", "path": str(tmp_path / "gone.nii")})
+    assert layer.masks == []                  # a failed mask changes nothing
+    with pytest.raises(ValueError, match="no such mask"):
+        sphere.revert(layers)
+    layers.close()
+
+
+def test_mask_at_cursor_shows_is_undoable_and_replayed(panel, qtbot, runs, host,
+                                                        make_widget, tmp_path) -> None:
+    real_path, gen_path, _, generated = runs
+    panel.open_file(real_path)
+    panel.open_file(gen_path)
+    layer = panel.active_layer
+    panel.set_cursor((4, 5, 3))
+    panel.set_time(FIRST + 2)
+    assert panel.mask_at_cursor("sphere", 6.0)
+    assert [e["type"] for e in host.saved[layer.document]] == ["mask_region"]
+    world = _world_of_voxels(generated.shape[:3])
+    in_sphere = np.linalg.norm(world - panel.model.cursor_world(), axis=-1) <= 6.0
+    _drawn(panel, qtbot, cursor=(4, 5, 3), t=FIRST + 2)
+    grid = panel.model.grid
+    for plane in range(3):
+        shown = panel.compare_planes[plane].base.image
+        np.testing.assert_array_equal(shown, grid.plane_slice(panel.model.compare, plane,
+                                                              (4, 5, 3)[plane], 2))
+        assert (shown == 0).any() and (shown > 150).any()   # cleared and kept voxels
+    np.testing.assert_array_equal(panel.model.compare.frame(2),
+                                  np.where(in_sphere, generated[..., 2], 0))
+    assert not panel.mask_at_cursor("box", 500.0)       # covers everything: clears nothing
+    assert "clears no voxel" in host.errors[-1][1]
+    assert not panel.mask_layer({"shape": "labels", "path": str(tmp_path / "none.nii")})
+    assert len(host.saved[layer.document]) == 1          # refused masks never reach the stack
+    panel.set_cursor((0, 0, 0))                          # outside the sphere: course cleared
+    qtbot.waitUntil(lambda: panel.generated_voxel is not None
+                    and tuple(panel.generated_voxel) == tuple(grid.to_file(np.zeros(3, int))),
+                    timeout=10_000)
+    _, shown = panel.generated_curve.getData()
+    assert np.nanmax(np.abs(shown)) == 0
+
+    again = make_widget(FmriPanel, host)                 # a restart: the mask comes back
+    again.open_file(real_path)
+    again.open_generated(gen_path)
+    assert again.active_layer.masks == layer.masks
+    decode(host.saved[layer.document][0]).revert(panel.layers)   # what the undo stack does
+    np.testing.assert_array_equal(panel.model.compare.frame(2), generated[..., 2])
