@@ -2,7 +2,8 @@
 
 A crowd scene (ground, boxes, groups walking to goals, a camera path) is simulated with the
 social-force model (``engine.crowd.social_force``, parameters fitted to real ETH/UCY tracks) and
-rendered coarsely (``engine.crowd.render``: flat colours, depth, silhouettes). A small
+rendered coarsely (flat colours, depth, silhouettes: ray-cast by ``engine.crowd.render``, or
+rasterised by open3d's offscreen renderer, ``engine.crowd.render_open3d``). A small
 conditional video denoiser (``engine.models.video_denoiser``) turns the coarse control into a
 clip in the look of real footage, guided by a MiniLM embedding of a text prompt.
 
@@ -74,6 +75,11 @@ TOY_FPS = 2.5  # toy clips are sampled like ETH/UCY
 PROBE_BATCH = 32  # frames per probe step, half real, half synthetic
 FOOTAGE_MOVING = 0.1  # a pixel this far (max over RGB, 0-1) from the median frame is a person
 FOOTAGE_PROMPT = "real footage of pedestrians walking"
+CoarseRenderer = Literal["open3d", "raycast"]
+# The ray caster is the default: on CPU-only machines it is 2-9x faster than open3d, whose
+# Filament renderer runs on software Vulkan there and has stalled for minutes under load.
+RENDERER_HELP = ("coarse render backend: the NumPy ray caster, or open3d's offscreen rasteriser "
+                 "(falls back to the ray caster, with a warning, where it cannot start)")
 DEMO_SCENE = {
     "ground": {"size": [30, 24]},
     "buildings": [{"center": [-9, 7], "size": [7, 5], "height": 9},
@@ -458,6 +464,36 @@ class SimulateParams(MethodParams):
     max_frames: int = Field(60, ge=1, le=2000, description="frames rendered (the simulation "
                             "runs the whole scene)")
     fit_iterations: int = Field(80, ge=1, le=1000, description="Nelder-Mead iterations")
+    renderer: CoarseRenderer = Field("raycast", description=RENDERER_HELP)
+
+
+def coarse_renderer(name: CoarseRenderer, width: int, height: int, log: Callable[[str], None]
+                    ) -> tuple[str, Callable[[R.Camera, R.Geometry], R.Frame]]:
+    """(backend used, render function) for the coarse look: open3d's rasteriser, or the ray
+    caster when asked or when open3d cannot start (no Vulkan/EGL device, not installed)."""
+    if name == "raycast":
+        return "raycast", R.render
+    from engine.crowd import render_open3d
+
+    try:
+        render_open3d.renderer(width, height)  # starts it, or says why it cannot
+        return "open3d", render_open3d.render
+    except render_open3d.Open3DUnavailable as error:
+        log(f"warning: open3d's offscreen renderer cannot start ({error}); the coarse render "
+            "falls back to the ray caster")
+        return "raycast", R.render
+
+
+def coarse_clip(render: Callable[[R.Camera, R.Geometry], R.Frame], scene: Scene,
+                positions: np.ndarray, alive: np.ndarray, colors: np.ndarray, width: int,
+                height: int, frames: int, check_cancelled: Callable[[], None]) -> list[R.Frame]:
+    """The first ``frames`` frames of the simulation along the scene's camera path."""
+    out = []
+    for t in range(min(frames, len(positions))):
+        check_cancelled()
+        camera = R.camera_at(scene.camera, t / scene.fps, width, height)
+        out.append(render(camera, R.scene_geometry(scene, positions[t], colors, alive[t])))
+    return out
 
 
 def shared_tracks_path() -> Path | None:
@@ -516,12 +552,9 @@ def run_simulate(ctx: JobContext, params: SimulateParams, inputs: dict) -> dict:
     colors = np.array([scene.groups[g].color for g in groups]).reshape(-1, 3)
     colors = np.clip(colors + np.random.default_rng(ctx.seed).uniform(-0.12, 0.12, colors.shape),
                      0, 1)
-    frames = []
-    for t in range(min(params.max_frames, scene.frames)):
-        ctx.check_cancelled()
-        camera = R.camera_at(scene.camera, t / scene.fps, params.width, params.height)
-        frames.append(R.render(camera, R.scene_geometry(scene, sim.positions[t], colors,
-                                                       sim.alive[t])))
+    backend, render = coarse_renderer(params.renderer, params.width, params.height, ctx.log)
+    frames = coarse_clip(render, scene, sim.positions, sim.alive, colors, params.width,
+                         params.height, min(params.max_frames, scene.frames), ctx.check_cancelled)
     rgb = np.stack([R.to_uint8(f.rgb) for f in frames])
     outputs["coarse_video"] = ctx.save_file("coarse.mp4", encode_mp4(rgb, scene.fps))
     outputs["coarse_rgb"] = ctx.save_artifact("coarse_rgb", rgb)
@@ -532,7 +565,8 @@ def run_simulate(ctx: JobContext, params: SimulateParams, inputs: dict) -> dict:
     outputs["positions"] = ctx.save_artifact("positions", sim.positions)
     outputs["summary"] = {"agents": int(len(groups)), "frames": int(scene.frames),
                           "rendered": len(frames), "arrived": float(sim.arrived.mean()),
-                          "fitted": bool(params.fit and tracks is not None)}
+                          "fitted": bool(params.fit and tracks is not None),
+                          "renderer": backend}
     ctx.progress(3, 3)
     return outputs
 
@@ -674,6 +708,7 @@ class GenerateParams(MethodParams):
     start_frame: int = Field(0, ge=0, le=100_000, description="first frame generated (the "
                              "previewer regenerates a frame range)")
     sample_steps: int = Field(20, ge=1, le=200, description="DDIM steps")
+    renderer: CoarseRenderer = Field("raycast", description=RENDERER_HELP)
 
 
 def load_renderer(folder: str | Path) -> tuple[Any, dict]:
@@ -719,7 +754,9 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     count = min(params.max_frames, len(positions) - first)
     count = max(window, count - count % window)
     colors = R.flat_colors(positions.shape[1], ctx.seed)
-    coarse = R.render_clip(scene, positions, alive, colors, size, size, first + count)[first:]
+    backend, render = coarse_renderer(params.renderer, size, size, ctx.log)
+    coarse = coarse_clip(render, scene, positions, alive, colors, size, size, first + count,
+                         ctx.check_cancelled)[first:]
     while len(coarse) < count:  # a scene shorter than one window: hold its last frame
         coarse.append(coarse[-1])
     silhouette = np.stack([f.silhouette for f in coarse])
@@ -742,7 +779,7 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
         "coarse_frames": ctx.save_artifact("coarse_frames", flat),
         "silhouettes": ctx.save_artifact("silhouettes", silhouette),
         "summary": {"prompt": prompt, "domain": params.domain, "frames": len(frames),
-                    "start_frame": first,
+                    "start_frame": first, "renderer": backend,
                     "windows": len(control), "note": "frames are generated in independent "
                     f"windows of {window}; consistency holds within a window"},
     }
