@@ -27,14 +27,18 @@ run: $(STAMP)
 	$(VENV)/bin/studio $(ARGS)
 
 # Qt tests run offscreen; OpenGL tests (marker `gl`) need an X server, so the suite runs under
-# Xvfb when it is installed (.ci/run installs it).
+# Xvfb when it is installed (.ci/run installs it). The panels run in a pytest process of their
+# own: after the engine tests, the same process crashed (SIGSEGV, no Python frame) in 2 of 2
+# full runs while tests/panels alone passed 3 of 3 (see the stop 19 closing note).
+PYTEST = QT_QPA_PLATFORM=offscreen $(if $(shell command -v xvfb-run),xvfb-run -a -s "-screen 0 1600x1000x24") $(PY) -m pytest
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	@if command -v xvfb-run >/dev/null 2>&1; then \
-		QT_QPA_PLATFORM=offscreen xvfb-run -a -s "-screen 0 1600x1000x24" $(PY) -m pytest $(PYTEST_ARGS); \
-	else \
-		QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS); \
-	fi
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(PYTEST) --ignore=tests/panels
+	$(PYTEST) tests/panels
+else
+	$(PYTEST) $(PYTEST_ARGS)
+endif
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
