@@ -63,6 +63,7 @@ from panels.crowd.model import (
 )
 from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.images import png_bytes
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)
@@ -582,7 +583,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         except ValueError as exc:
             self.host.show_error("Export failed", str(exc))
             return
-        encoded = [png_bytes(frame) for frame in frames]  # QImage encoding: main thread
+        encoded = [rgb_png(frame) for frame in frames]  # QImage encoding: main thread
         target = Path(folder)
 
         def write() -> Path:
@@ -769,10 +770,5 @@ def to_rgb(image: QImage) -> np.ndarray:
     return rows[:, :3 * image.width()].reshape(image.height(), image.width(), 3).copy()
 
 
-def png_bytes(rgb: np.ndarray) -> bytes:
-    from PySide6.QtCore import QBuffer, QIODevice
-
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    to_qimage(rgb).save(buffer, "PNG")
-    return bytes(buffer.data())
+def rgb_png(rgb: np.ndarray) -> bytes:
+    return png_bytes(to_qimage(rgb))

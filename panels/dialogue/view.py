@@ -306,13 +306,9 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     def run(self) -> None:
         method = self.method_box.currentText()
-        if self.form is None or not method:
+        params = self.form.submittable() if self.form is not None and method else None
+        if params is None:
             return
-        errors = self.form.validate()
-        if errors:
-            self.form.set_errors(errors)
-            return
-        params = {k: v for k, v in self.form.values().items() if v is not None}
         self.run_status.setText(f"Submitting {method}…")
         self.host.submit_job(method, params,
                              on_accepted=lambda job: self._accepted(job, method),

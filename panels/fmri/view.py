@@ -64,6 +64,7 @@ from panels.fmri.model import (
     roi_time_courses,
 )
 from panels.fmri.slicer import Slicer
+from panels.widgets.images import save_widget_png
 from panels.widgets.plot_view import PlotSpecView
 
 THROTTLE_MS = 15
@@ -1031,9 +1032,7 @@ class FmriPanel(QWidget):
         if fmt == "mp4":
             return self.export_movie(target)
         if fmt == "png":
-            if not self.figure.grab().save(str(target), "PNG"):
-                raise OSError(f"{target}: could not write the PNG")
-            return target
+            return save_widget_png(self.figure, target)
         if fmt == "pdf":
             return self._export_pdf(target)
         if fmt != "svg":

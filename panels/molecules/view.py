@@ -1240,12 +1240,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         buttons.rejected.connect(dialog.reject)
 
         def submit() -> None:
-            errors = form.validate()
-            if errors:
-                form.set_errors(errors)
-                return
-            dialog.accept()
-            self.run_method(method, {k: v for k, v in form.values().items() if v is not None})
+            params = form.submittable()
+            if params is not None:
+                dialog.accept()
+                self.run_method(method, params)
 
         buttons.accepted.connect(submit)
         dialog.finished.connect(dialog.deleteLater)

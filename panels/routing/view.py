@@ -49,6 +49,7 @@ from panels.routing.geometry import Checker
 from panels.routing.model import NetStats, RouteModel, decode
 from panels.routing.worker import Worker
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.images import save_widget_png
 
 ROUTE_METHOD = "chipstar.route"
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
@@ -844,8 +845,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         target = Path(path)
         fmt = target.suffix.lower().lstrip(".")
         if fmt == "png":
-            if not self.canvas.grab().save(str(target), "PNG"):
-                raise OSError(f"{target}: could not write the PNG")
+            save_widget_png(self.canvas, target)
         elif fmt == "svg":
             from PySide6.QtGui import QPainter
             from PySide6.QtSvg import QSvgGenerator

@@ -42,8 +42,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.atomic import write_bytes_atomic
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.images import save_widget_png
 from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
@@ -395,13 +397,9 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.form_area.setWidget(self.form)
 
     def run(self) -> None:
-        if self.form is None:
+        params = self.form.submittable() if self.form is not None else None
+        if params is None:
             return
-        errors = self.form.validate()
-        if errors:
-            self.form.set_errors(errors)
-            return
-        params = {k: v for k, v in self.form.values().items() if v is not None}
         self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
         self.host.submit_job(TRAIN_METHOD, params, on_accepted=self._accepted,
                              on_error=self._rejected)
@@ -487,10 +485,9 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             raise ValueError("choose a feature first")
         suffix = target.suffix.lower()
         if suffix == ".html":
-            target.write_text(self.model.dashboard_html(self.page.feature), encoding="utf-8")
+            write_bytes_atomic(target, self.model.dashboard_html(self.page.feature).encode())
         elif suffix == ".png":
-            if not self.feature_page.grab().save(str(target), "PNG"):
-                raise OSError(f"{target}: could not write the PNG")
+            save_widget_png(self.feature_page, target)
         else:
             raise ValueError(f"{target}: choose .html or .png")
         self.status.setText(f"Exported {target}")

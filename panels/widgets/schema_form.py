@@ -193,6 +193,13 @@ class SchemaForm(QWidget):
         self.set_errors(errors)
         return errors
 
+    def submittable(self) -> dict | None:
+        """The parameters set (empty fields left to the method's defaults) when every field
+        checks out; None, with the messages shown, when one does not."""
+        if self.validate():
+            return None
+        return {name: value for name, value in self.values().items() if value is not None}
+
     def set_errors(self, errors: dict[str, str]) -> None:
         """Show messages under their fields; names the form lacks go to the top line."""
         general = []

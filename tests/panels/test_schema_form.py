@@ -153,3 +153,13 @@ def test_input_picker_gives_refs(make_widget):
                                "labels": "/data/labels.csv"}
     picker.set_errors({"labels": "no such file"})
     assert picker._error_labels["labels"].text() == "no such file"
+
+
+def test_submittable_gives_set_parameters_only_when_every_field_checks_out(make_widget):
+    form = make_widget(SchemaForm, ManyParams.model_json_schema(), {"name": "n"})
+    form.show()
+    params = form.submittable()
+    assert params is not None and params["name"] == "n" and "batch" not in params  # left empty
+    ManyParams.model_validate(params)
+    form.set_values({"lr": 0})
+    assert form.submittable() is None and form._error_labels["lr"].isVisible()
