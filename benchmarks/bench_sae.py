@@ -1,11 +1,11 @@
 """SAE training throughput: a TopK SAE 384 -> 4096, k 32, batches of 4096 tokens.
 
-Our loop (``engine.models.sae`` + the step of ``sae_pc1.train_sae``: Adam, aux-k loss, unit-norm
-decoder) on real MiniLM layer-3 activations when the package is installed (else Gaussian
-activations of the same width), on the cores given (``SAE_BENCH_THREADS``, default 1), and
-SAELens's TopK trainer on the same activations when ``sae_lens`` is importable (it is not
-installed in the studio environment: the row then says so). The issue's reference on its
-machine: SAELens defaults ~6,700 tokens/s, a plain PyTorch loop ~8,400; target >= 1.2x SAELens.
+Our loop (``sae_pc1.train_sae`` itself: Adam, aux-k loss, unit-norm decoder) on real MiniLM
+layer-3 activations when the package is installed (else Gaussian activations of the same
+width), on the cores given (``SAE_BENCH_THREADS``, default 1), and SAELens's TopK trainer on the
+same activations (sae-lens is in the dev extra; without it the row says so). The issue's
+reference on its machine: SAELens defaults ~6,700 tokens/s, a plain PyTorch loop ~8,400; target
+>= 1.2x SAELens.
 Also: the feature page of a 16k-feature SAE over 1M tokens (numpy, as the panel does it).
 """
 
@@ -49,35 +49,17 @@ def _activations(rows: int) -> tuple[np.ndarray, str]:
 
 
 def _our_tokens_per_s(x, threads: int) -> tuple[float, float]:
+    """``sae_pc1.train_sae`` itself, timed from the end of the warm-up steps."""
     import torch
 
-    from engine.methods.sae_pc1 import Params, as_tensor
-    from engine.models.sae import SAEConfig, SparseAutoencoder
+    from engine.methods.sae_pc1 import Params, as_tensor, sae_config, train_sae
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    data = as_tensor(x)
-    p = Params(d_sae=D_SAE, k=K, batch_size=BATCH)
-    sae = SparseAutoencoder(SAEConfig(d_in=D_IN, d_sae=D_SAE, k=K, aux_k=p.aux_k))
-    sae.init_b_dec(data[:4096])
-    optimizer = torch.optim.Adam(sae.parameters(), lr=p.lr)
-    last_fired = torch.zeros(D_SAE)
-    mse = float("nan")
-    for step in range(WARMUP_STEPS + TIMED_STEPS):
-        if step == WARMUP_STEPS:
-            started = time.perf_counter()
-        batch = data[torch.randint(len(data), (BATCH,))]
-        loss, out, parts = sae.loss(batch, last_fired >= p.dead_after_tokens)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        sae.remove_parallel_gradient()
-        optimizer.step()
-        sae.normalize_decoder()
-        with torch.no_grad():
-            last_fired += BATCH
-            last_fired[(out.codes > 0).any(0)] = 0
-        mse = float(parts["mse"])
-    return TIMED_STEPS * BATCH / (time.perf_counter() - started), mse
+    p = Params(d_sae=D_SAE, k=K, batch_size=BATCH, steps=WARMUP_STEPS + TIMED_STEPS)
+    marks: dict[int, float] = {}
+    _, metrics = train_sae(as_tensor(x), sae_config(p, D_IN, bypass=False), p, 0, None,
+                           lambda step, _: marks.setdefault(step, time.perf_counter()))
+    return TIMED_STEPS * BATCH / (marks[p.steps] - marks[WARMUP_STEPS]), metrics["mse"]
 
 
 def _saelens_tokens_per_s(x) -> tuple[float, float] | None:
