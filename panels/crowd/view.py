@@ -64,6 +64,7 @@ from panels.crowd.model import (
 from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.images import png_bytes
+from panels.widgets.jobs import PanelJobs
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)
@@ -155,7 +156,6 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         super().__init__(parent)
         self.host = host
         self.model = CrowdModel()
-        self.jobs: dict[str, str] = {}
         self.checkpoint: str | None = None  # the last c2r.train checkpoint folder
         self.metrics: FrameMetrics | None = None
         self.wipe_position = 0.5
@@ -172,7 +172,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("clips", lambda names: self._on_content())
         self.model.events.connect("tracks", lambda count: self._on_content())
         self.model.events.connect("prompt", self._show_prompt)
-        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.jobs = PanelJobs(host, self.status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
         self.redraw()
 
@@ -694,43 +694,28 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     # -- engine jobs -----------------------------------------------------------------------
 
     def run_method(self, method: str, params: dict, inputs: dict | None = None) -> None:
-        def accepted(job: str) -> None:
-            self.jobs[job] = method
-            self.status.setText(f"{method}: {job} queued")
+        self.jobs.submit(method, params, inputs,
+                         on_error=lambda message: self.host.show_error(method, message))
 
-        self.host.submit_job(method, params, inputs or {}, on_accepted=accepted,
-                             on_error=lambda message: self.host.show_error(method, message))
-
-    def _on_host_event(self, envelope: dict) -> None:
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        content = envelope.get("content") or {}
-        kind = envelope.get("type")
-        if kind == "job_state":
-            self.status.setText(f"{self.jobs[job]}: {job} {content.get('state', '')} "
-                                f"{content.get('reason', '')}".rstrip())
-        elif kind == "job_progress" and content.get("total"):
-            self.status.setText(f"{self.jobs[job]}: {content.get('step', 0)} / "
-                                f"{content['total']}")
-        elif kind == "job_result":
-            folder = Path(self.host.run_dir(job))
-            outputs = content.get("outputs") or {}
-            if isinstance(outputs.get("checkpoint"), str):
-                self.checkpoint = str(folder / outputs["checkpoint"])
-            start = int((outputs.get("summary") or {}).get("start_frame") or 0)
-            if isinstance(outputs.get("silhouettes"), str):
-                self._take_silhouettes(np.load(folder / outputs["silhouettes"]), start)
-            for key, name in RUN_OUTPUTS.items():
-                if not isinstance(outputs.get(key), str):
-                    continue
-                if start and name in self.model.clips:  # a regenerated range: splice it in
-                    frames = np.load(folder / outputs[key])
-                    self.model.add_clip(name, splice(self.model.clips[name], frames, start))
-                else:
-                    self.open_file(folder / outputs[key], name)
-            if isinstance(outputs.get("trajectories"), str):
-                self.open_file(folder / outputs["trajectories"])
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        """A run's clips, silhouettes and tracks open here (a regenerated range is spliced
+        into the clips it came from)."""
+        folder = Path(self.host.run_dir(job))
+        if isinstance(outputs.get("checkpoint"), str):
+            self.checkpoint = str(folder / outputs["checkpoint"])
+        start = int((outputs.get("summary") or {}).get("start_frame") or 0)
+        if isinstance(outputs.get("silhouettes"), str):
+            self._take_silhouettes(np.load(folder / outputs["silhouettes"]), start)
+        for key, name in RUN_OUTPUTS.items():
+            if not isinstance(outputs.get(key), str):
+                continue
+            if start and name in self.model.clips:  # a regenerated range: splice it in
+                frames = np.load(folder / outputs[key])
+                self.model.add_clip(name, splice(self.model.clips[name], frames, start))
+            else:
+                self.open_file(folder / outputs[key], name)
+        if isinstance(outputs.get("trajectories"), str):
+            self.open_file(folder / outputs["trajectories"])
 
     def _take_silhouettes(self, silhouettes: np.ndarray, start: int) -> None:
         """The control silhouettes of a run (spliced in for a regenerated range); a range
@@ -746,7 +731,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     def closeEvent(self, event) -> None:
         self.timer.stop()
         self.scene_editor.close()
-        self._unsubscribe()
+        self.jobs.close()
         self.pool.waitForDone(5000)
         super().closeEvent(event)
 

@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from panels.dialogue.model import DialogueModel, decode, turn_belief
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
@@ -49,7 +50,6 @@ EDIT_COLUMNS = {COL_CONTENT: "content", COL_LABEL: "label", COL_NOTE: "note"}
 RERUN_METHOD = "scicl.llm_dialogue"
 TAB_BELIEFS, TAB_RUN, TAB_FIGURES = range(3)
 SELECTED_SERIES = "selected turn"
-TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
 class DialoguePanel(OpensDroppedFiles, QWidget):
@@ -57,7 +57,6 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         super().__init__(parent)
         self.host = host
         self.model = DialogueModel()
-        self.jobs: dict[str, str] = {}          # job id -> method, for the jobs we started
         self.figures: dict[str, tuple[str, dict]] = {}  # list label -> (job, artifact)
         self.form: SchemaForm | None = None
         self._filling = False
@@ -67,6 +66,8 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("loaded", self._show_transcripts)
         self.model.events.connect("selected", lambda index: self._show_turns())
         self.model.events.connect("turn_changed", self._on_turn_changed)
+        self.jobs = PanelJobs(host, self.run_status.setText, on_result=self._on_result,
+                              on_artifact=self._on_artifact)
         self._unsubscribe = host.subscribe(self._on_host_event)
         self.refresh_methods()
         self.setAcceptDrops(True)
@@ -310,9 +311,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         if params is None:
             return
         self.run_status.setText(f"Submitting {method}…")
-        self.host.submit_job(method, params,
-                             on_accepted=lambda job: self._accepted(job, method),
-                             on_error=self._rejected)
+        self.jobs.submit(method, params, on_error=self._rejected)
 
     def rerun_from_turn(self, turn: int | None = None) -> None:
         """Submit ``scicl.llm_dialogue`` continuing the current transcript after ``turn``
@@ -331,9 +330,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             else {}
         params["prefix_turns"] = turn + 1
         self.run_status.setText(f"Continuing {self.model.transcript.id} after turn {turn}…")
-        self.host.submit_job(RERUN_METHOD, params, inputs={"prefix": str(prefix)},
-                             on_accepted=lambda job: self._accepted(job, RERUN_METHOD),
-                             on_error=self._rejected)
+        self.jobs.submit(RERUN_METHOD, params, {"prefix": str(prefix)}, on_error=self._rejected)
 
     def _scratch_folder(self) -> str:
         """Where prefixes for reruns are written: the workspace when the shell says where."""
@@ -344,41 +341,23 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             return str(folder)
         return tempfile.mkdtemp(prefix="studio-dialogue-")
 
-    def _accepted(self, job: str, method: str) -> None:
-        self.jobs[job] = method
-        self.run_status.setText(f"{method}: {job} queued")
-
     def _rejected(self, message: str) -> None:
         if self.form is not None:
             self.form.set_errors(errors_from_message(message))
-        self.run_status.setText(f"Not started: {message}")
 
     def _on_host_event(self, envelope: dict) -> None:
-        kind = envelope.get("type")
-        if kind == "methods":
+        if envelope.get("type") == "methods":
             self.refresh_methods()
-            return
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        content = envelope.get("content") or {}
-        if kind == "job_state":
-            state, reason = content.get("state", ""), content.get("reason", "")
-            self.run_status.setText(f"{self.jobs[job]}: {job} {state}"
-                                    + (f": {reason}" if reason else ""))
-        elif kind == "job_progress" and content.get("total"):
-            self.run_status.setText(f"{self.jobs[job]}: {job} running, "
-                                    f"{content.get('step', 0)} / {content['total']}")
-        elif kind == "job_artifact" and content.get("kind") == "plot":
-            self._add_figure(job, content)
-        elif kind == "job_result":
-            outputs = content.get("outputs") or {}
-            made = outputs.get("transcript") or outputs.get("turns_csv")
-            if made:
-                self.open_file(Path(self.host.run_dir(job)) / made)
 
-    def _add_figure(self, job: str, artifact: dict) -> None:
-        label = f"{self.jobs[job]} / {artifact.get('name', '?')}  ({job})"
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        made = outputs.get("transcript") or outputs.get("turns_csv")
+        if made:
+            self.open_file(Path(self.host.run_dir(job)) / made)
+
+    def _on_artifact(self, job: str, method: str, artifact: dict) -> None:
+        if artifact.get("kind") != "plot":
+            return
+        label = f"{method} / {artifact.get('name', '?')}  ({job})"
         self.figures[label] = (job, artifact)
         self.figure_list.addItem(label)
         if self.figure_list.currentRow() < 0:
@@ -453,6 +432,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     # -- drag and drop, lifetime ---------------------------------------------------------
 
     def closeEvent(self, event) -> None:
+        self.jobs.close()
         self._unsubscribe()
         super().closeEvent(event)
 

@@ -65,6 +65,7 @@ from panels.fmri.model import (
 )
 from panels.fmri.slicer import Slicer
 from panels.widgets.images import save_widget_png
+from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 
 THROTTLE_MS = 15
@@ -205,13 +206,14 @@ class FmriPanel(QWidget):
         self.active_layer: GeneratedLayer | None = None
         self.generated_course: np.ndarray | None = None
         self.generated_voxel: np.ndarray | None = None   # where generated_course was read
-        self.jobs: dict[str, str] = {}   # regenerations this panel started: job -> label
-        self._unsubscribe = host.subscribe(self._on_host_event) if host is not None else None
         self._render_timer = QTimer(self, singleShot=True, interval=THROTTLE_MS)
         self._render_timer.timeout.connect(self._submit_render)
         self._play_timer = QTimer(self)
         self._play_timer.timeout.connect(self._advance)
         self._build()
+        self.jobs: PanelJobs | None = None   # the regenerations this panel started
+        if host is not None:
+            self.jobs = PanelJobs(host, self.info.setText, on_result=self._on_result)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -935,25 +937,15 @@ class FmriPanel(QWidget):
         except ValueError as exc:
             return self._fail("Cannot regenerate", str(exc))
         label = f"regenerate {layer.name}" + (f" with {Path(t1).name}" if t1 else "")
-        self._host.submit_job("brainworld.generate", params, inputs,
-                              on_accepted=lambda job: self.jobs.__setitem__(job, label),
-                              on_error=lambda message: self._fail("Cannot regenerate",
-                                                                  message))
         self.info.setText(f"{label}: submitted")
+        self.jobs.submit("brainworld.generate", params, inputs, label=label,
+                         on_error=lambda message: self._fail("Cannot regenerate", message))
         return True
 
-    def _on_host_event(self, envelope: dict) -> None:
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        content = envelope.get("content") or {}
-        if envelope.get("type") == "job_state":
-            self.info.setText(f"{self.jobs[job]}: {content.get('state', '')} "
-                              f"{content.get('reason', '')}".rstrip())
-        elif envelope.get("type") == "job_result":
-            made = (content.get("outputs") or {}).get("generated")
-            if made:
-                self.open_generated(Path(self._host.run_dir(job)) / made)
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        made = outputs.get("generated")
+        if made:
+            self.open_generated(Path(self._host.run_dir(job)) / made)
 
     def _close_layers(self) -> None:
         with self.model.lock:
@@ -1158,9 +1150,8 @@ class FmriPanel(QWidget):
         super().closeEvent(event)
 
     def shutdown(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        if self.jobs is not None:
+            self.jobs.close()
         self._play_timer.stop()
         self._render_timer.stop()
         self.slicer.stop()

@@ -110,6 +110,7 @@ from panels.molecules.trajectory import (
     sequence_trajectory,
 )
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, ExportError, PlotSpecView
 from panels.widgets.schema_form import SchemaForm
 
@@ -394,7 +395,6 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.host = host
         self.model = MoleculeSetModel()
         self.cache = DepictionCache(convert=_pixmap)
-        self.jobs: dict[str, str] = {}  # job id -> method
         self.topology_path = ""  # a topology opened (or a PDB) awaiting its MD trajectory
         self.md_trajectory_path = ""  # an MD trajectory opened before its topology
         self.trajectory_sources: dict[str, Path] = {}  # a run's trajectory files by name
@@ -423,7 +423,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("order", self._on_order)
         self.model.events.connect("changed", self._on_changed)
         self.model.events.connect("search", lambda hits: self._refresh_views())
-        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.jobs = PanelJobs(host, self.status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
 
     # -- layout --------------------------------------------------------------------------
@@ -1253,35 +1253,14 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         """Submit a job; kCGM gets the chosen reference set as its input."""
         inputs = {"reference": self.reference_path} if method == RUN_METHOD and \
             self.reference_path else {}
-        self.host.submit_job(method, params, inputs,
-                             on_accepted=lambda job: self._accepted(job, method),
-                             on_error=lambda message: self.status.setText(
-                                 f"Not started: {message}"))
+        self.jobs.submit(method, params, inputs)
 
-    def _accepted(self, job: str, method: str) -> None:
-        self.jobs[job] = method
-        self.status.setText(f"{method} started ({job})")
-
-    def _on_host_event(self, envelope: dict) -> None:
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        content = envelope.get("content", {})
-        if envelope.get("type") == "job_progress":
-            metrics = ", ".join(f"{k} {v:.3g}" for k, v in content.get("metrics", {}).items()
-                                if isinstance(v, (int, float)))
-            self.status.setText(f"{job}: step {content.get('step')} / {content.get('total')}"
-                                f"  {metrics}")
-        elif envelope.get("type") == "job_state" and content.get("state") in (
-                "failed", "cancelled"):
-            self.status.setText(f"{job} {content['state']}: {content.get('reason', '')}")
-        elif envelope.get("type") == "job_result":
-            if self.jobs[job] == RUN_METHOD:
-                made = content.get("outputs", {}).get("generated_csv")
-                if made:
-                    self.open_file(Path(self.host.run_dir(job)) / made)
-            else:
-                self.open_run(self.host.run_dir(job))
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        """kCGM's generated set opens as the set; any other run through ``open_run``."""
+        if method != RUN_METHOD:
+            self.open_run(self.host.run_dir(job))
+        elif outputs.get("generated_csv"):
+            self.open_file(Path(self.host.run_dir(job)) / outputs["generated_csv"])
 
     def open_run(self, run_dir: str | os.PathLike) -> bool:
         """A Branching Flows run: its samples (``samples.xyz`` or ``samples.fasta``) as the set
@@ -1418,5 +1397,5 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             pool.clear()
             pool.waitForDone()
         self.grid_model.stop()
-        self._unsubscribe()
+        self.jobs.close()
         super().closeEvent(event)

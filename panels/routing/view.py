@@ -50,6 +50,7 @@ from panels.routing.model import NetStats, RouteModel, decode
 from panels.routing.worker import Worker
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.images import save_widget_png
+from panels.widgets.jobs import PanelJobs
 
 ROUTE_METHOD = "chipstar.route"
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
@@ -72,7 +73,6 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.element: tuple[str, list] | None = None   # the picked segment or via
         self.pending_start: tuple[int, int] | None = None
         self.dragging: str | None = None                 # "move" or "draw" while a drag edits
-        self.jobs: dict[str, str] = {}                   # job id -> method
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
         self._generation = 0
@@ -84,7 +84,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("selected", lambda index: self._on_selected())
         self.model.events.connect("wiring", self._on_wiring)
         self.model.events.connect("prediction", self._on_prediction)
-        self._unsubscribe = host.subscribe(self._on_host_event)
+        self.jobs = PanelJobs(host, self.route_status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
 
     # -- layout ----------------------------------------------------------------------------
@@ -767,10 +767,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         params = {"router": router, "nets": ",".join(nets)}
         self.route_status.setText(f"Submitting {ROUTE_METHOD} ({router}) on {len(nets)} "
                                   "net(s)…")
-        self.host.submit_job(ROUTE_METHOD, params, inputs=inputs,
-                             on_accepted=lambda job: self._accepted(job),
-                             on_error=lambda message: self.route_status.setText(
-                                 f"Not started: {message}"))
+        self.jobs.submit(ROUTE_METHOD, params, inputs)
         return True
 
     def _design_for_engine(self) -> str:
@@ -786,31 +783,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.model.save(target)
         return str(target)
 
-    def _accepted(self, job: str) -> None:
-        self.jobs[job] = ROUTE_METHOD
-        self.route_status.setText(f"{ROUTE_METHOD}: {job} queued")
-
-    def _on_host_event(self, envelope: dict) -> None:
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        kind, content = envelope.get("type"), envelope.get("content") or {}
-        if kind == "job_state":
-            state, reason = content.get("state", ""), content.get("reason", "")
-            if state in ("failed", "cancelled"):
-                error = (content.get("error") or {}).get("message", "")
-                self.route_status.setText(f"{ROUTE_METHOD}: {job} {state}"
-                                          + (f": {reason or error}" if reason or error
-                                             else ""))
-            elif state != "succeeded":
-                self.route_status.setText(f"{ROUTE_METHOD}: {job} {state}")
-        elif kind == "job_progress" and content.get("total"):
-            self.route_status.setText(f"{ROUTE_METHOD}: {job} routing net "
-                                      f"{content.get('step', 0)} / {content['total']}")
-        elif kind == "job_result":
-            outputs = content.get("outputs") or {}
-            if outputs.get("def"):
-                self.load_prediction(Path(self.host.run_dir(job)) / outputs["def"])
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        if outputs.get("def"):
+            self.load_prediction(Path(self.host.run_dir(job)) / outputs["def"])
 
     # -- the 3-D stack and export ----------------------------------------------------------
 
@@ -938,5 +913,4 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     def shutdown(self) -> None:
         self.worker.stop()
-        self._unsubscribe()
-        self._unsubscribe = lambda: None
+        self.jobs.close()

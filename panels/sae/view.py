@@ -46,6 +46,7 @@ from engine.atomic import write_bytes_atomic
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.images import save_widget_png
+from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
@@ -53,6 +54,7 @@ from panels.widgets.token_text import TokenHeatView
 
 TRAIN_METHOD = "sae_pc1.train"
 STEER_METHOD = "sae_pc1.steer"
+TRAIN_METRICS = ("mse", "explained_variance", "l0", "dead_fraction")  # shown while it trains
 COLUMNS = ["feature", "label", "density", "importance", "reproducibility", "hungarian",
            "top tokens"]
 NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
@@ -79,13 +81,16 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         super().__init__(parent)
         self.host = host
         self.model = SAEBrowserModel()
-        self.jobs: dict[str, str] = {}
         self.form: SchemaForm | None = None
         self.page: FeaturePage | None = None
         self._filling = False
         self._build()
         self.model.events.connect("loaded", self._show_table)
         self.model.events.connect("note_changed", self._on_note_changed)
+        self.jobs = PanelJobs(host, self.run_status.setText, metrics=TRAIN_METRICS,
+                              on_result=self._show_trained)
+        self.steering = PanelJobs(host, self.steer_result.setText,
+                                  on_result=self._show_steering)
         self._unsubscribe = host.subscribe(self._on_host_event)
         self.refresh_methods()
         self.setAcceptDrops(True)
@@ -401,12 +406,10 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         if params is None:
             return
         self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
-        self.host.submit_job(TRAIN_METHOD, params, on_accepted=self._accepted,
-                             on_error=self._rejected)
+        self.jobs.submit(TRAIN_METHOD, params, on_error=self._rejected)
 
-    def _accepted(self, job: str) -> None:
-        self.jobs[job] = TRAIN_METHOD
-        self.run_status.setText(f"{TRAIN_METHOD}: {job} queued")
+    def _show_trained(self, job: str, method: str, outputs: dict) -> None:
+        self.open_path(self.host.run_dir(job))
 
     # -- steering ------------------------------------------------------------------------------
     def steer(self) -> None:
@@ -421,23 +424,16 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.steer_result.setText(str(exc))
             return
         self.steer_result.setText(f"Submitting {STEER_METHOD}…")
+        self.steering.submit(STEER_METHOD, params, inputs)
 
-        def accepted(job: str) -> None:
-            self.jobs[job] = STEER_METHOD
-            self.steer_result.setText(f"{STEER_METHOD}: {job} queued")
-
-        self.host.submit_job(STEER_METHOD, params, inputs=inputs, on_accepted=accepted,
-                             on_error=lambda message: self.steer_result.setText(
-                                 f"Not started: {message}"))
-
-    def _show_steering(self, job: str, outputs: dict) -> None:
+    def _show_steering(self, job: str, method: str, outputs: dict) -> None:
         if "steered" not in outputs:  # the result event names files only: read the table
             table = Path(self.host.run_dir(job)) / "artifacts" / "steering.json"
             rows = json.loads(table.read_text())["rows"] if table.is_file() else []
             outputs = {"unsteered": rows[0][2], "steered": rows[1][2],
                        "alpha": rows[1][0]} if len(rows) == 2 else {}
         if not outputs:
-            self.steer_result.setText(f"{STEER_METHOD}: {job} gave no continuation")
+            self.steer_result.setText(f"{method} ({job}): gave no continuation")
             return
         self.steer_result.setText(f"without: {self.steer_prompt.text()}"
                                   f"{outputs['unsteered']}\nwith alpha {outputs['alpha']:g}: "
@@ -446,36 +442,10 @@ class SAEPanel(OpensDroppedFiles, QWidget):
     def _rejected(self, message: str) -> None:
         if self.form is not None:
             self.form.set_errors(errors_from_message(message))
-        self.run_status.setText(f"Not started: {message}")
 
     def _on_host_event(self, envelope: dict) -> None:
-        kind = envelope.get("type")
-        if kind == "methods":
+        if envelope.get("type") == "methods":
             self.refresh_methods()
-            return
-        job = envelope.get("job")
-        if job not in self.jobs:
-            return
-        content = envelope.get("content") or {}
-        if self.jobs[job] == STEER_METHOD:
-            if kind == "job_result":
-                self._show_steering(job, content.get("outputs") or {})
-            elif kind == "job_state" and content.get("state") in ("failed", "cancelled"):
-                self.steer_result.setText(f"{STEER_METHOD}: {job} {content['state']}: "
-                                          f"{content.get('reason', '')}")
-            return
-        if kind == "job_state":
-            reason = content.get("reason", "")
-            self.run_status.setText(f"{TRAIN_METHOD}: {job} {content.get('state', '')}"
-                                    + (f": {reason}" if reason else ""))
-        elif kind == "job_progress" and content.get("total"):
-            metrics = content.get("metrics") or {}
-            shown = ", ".join(f"{k} {v:.3g}" for k, v in metrics.items()
-                              if k in ("mse", "explained_variance", "l0", "dead_fraction"))
-            self.run_status.setText(f"{TRAIN_METHOD}: {job} {content.get('step', 0)} / "
-                                    f"{content['total']}" + (f" · {shown}" if shown else ""))
-        elif kind == "job_result":
-            self.open_path(self.host.run_dir(job))
 
     # -- export --------------------------------------------------------------------------------
     def export_dashboard(self, path: str | os.PathLike) -> Path:
@@ -515,6 +485,8 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.open_path(path)
 
     def closeEvent(self, event) -> None:
+        self.jobs.close()
+        self.steering.close()
         self._unsubscribe()
         super().closeEvent(event)
 

@@ -91,7 +91,7 @@ def test_a_finished_job_opens_its_frames(make_widget, fake_host, tmp_path):
 
     panel = make_widget(CrowdPanel, fake_host)
     job = "20260101-000000-00000a"
-    panel.jobs[job] = "c2r.generate"
+    panel.jobs.follow(job, "c2r.generate")
     folder = tmp_path / "runs" / job / "artifacts"
     folder.mkdir(parents=True)
     np.save(folder / "generated_frames.npy", moving_square(3, 16, (0, 0, 255)))

@@ -162,7 +162,7 @@ def test_a_regenerated_range_is_spliced_into_the_clips(make_widget, fake_host):
     panel = make_widget(CrowdPanel, fake_host)
     panel.model.add_clip("generated", np.zeros((6, 8, 8, 3), np.uint8))
     job = "20260101-000000-0000ff"
-    panel.jobs[job] = "c2r.generate"
+    panel.jobs.follow(job, "c2r.generate")
     folder = fake_host.run_root / job / "artifacts"
     folder.mkdir(parents=True)
     np.save(folder / "generated_frames.npy", np.full((2, 8, 8, 3), 9, np.uint8))

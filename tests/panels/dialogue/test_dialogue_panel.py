@@ -156,16 +156,17 @@ def test_runs_the_simulator_from_the_form_and_shows_its_figures(panel, host, tmp
     assert panel.figure_list.count() == 1 and panel.tabs.currentIndex() == TAB_FIGURES
     assert panel.figure_plot.series_names() == ["b_a"]
     host.emit(job, "job_progress", step=20, total=150, metrics={"collapsed": 0.0})
-    assert "20 / 150" in panel.run_status.text()
+    assert panel.run_status.text() == \
+        f"scicl.simulate ({job}): running, step 20 / 150 · collapsed 0"
     host.emit(job, "job_state", state="failed", reason="ChatError: HTTP 500")
-    assert "HTTP 500" in panel.run_status.text()
+    assert panel.run_status.text() == f"scicl.simulate ({job}): failed: ChatError: HTTP 500"
 
 
 def test_invalid_parameters_are_shown_on_the_form(panel, host):
     panel.form.set_values({"turns": 5})  # below the minimum of 10
     panel.run()
     assert not panel.jobs
-    assert "turns" in (panel.form.errors() or {}) or "Not started" in panel.run_status.text()
+    assert "turns" in (panel.form.errors() or {}) or "not started" in panel.run_status.text()
 
 
 def test_a_finished_llm_dialogue_opens_its_transcript(panel, host):

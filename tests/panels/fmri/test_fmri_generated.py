@@ -234,7 +234,9 @@ def test_regenerate_with_another_anatomy_opens_the_result_as_a_layer(panel, qtbo
     assert submitted["params"]["start_frame"] == 4 and submitted["params"]["sampling_steps"] == 50
     assert submitted["inputs"] == {"checkpoint": str(tmp_path / "ckpt"),
                                    "fmri": str(real_path), "t1": str(t1)}
-    job = next(iter(panel.jobs))
+    (job,) = panel.jobs
+    assert panel.info.text().startswith("regenerate ")
+    assert panel.info.text().endswith(f" with other_T1w.nii.gz ({job}): queued")
     artifacts = Path(host.run_dir(job)) / "artifacts"
     made = artifacts / "sub-01_desc-brainworld_bold.nii.gz"
     nib.save(nib.Nifti1Image(generated[..., :5] * 0 + 7, AFFINE), made)

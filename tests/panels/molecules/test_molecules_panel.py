@@ -200,7 +200,7 @@ def test_run_kcgm_opens_the_generated_molecules(panel, files):
     made = Path(panel.host.run_dir(job)) / "artifacts" / "generated.csv"
     made.write_text("model,smiles,valid\nkcgm,CCO,True\nkcgm,C1CC,False\n")
     panel.host.emit(job, "job_progress", step=3, total=5, metrics={"mmd2": 0.2})
-    assert "step 3 / 5" in panel.status.text()
+    assert panel.status.text() == f"kcgm.calibrate ({job}): running, step 3 / 5 · mmd2 0.2"
     panel.host.emit(job, "job_result", outputs={"generated_csv": "artifacts/generated.csv"})
     assert [e.smiles for e in panel.model.entries] == ["CCO"]
 

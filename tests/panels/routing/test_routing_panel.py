@@ -285,7 +285,7 @@ def test_routes_a_net_as_an_engine_job_and_overlays_the_result(opened, host, gcd
     write_tree(design, snapper, index, route_net(snapper.spec, tree.driver, tree.loads))
     write_def(design, Path(host.run_dir(job)) / "artifacts" / "routed.def")
     host.emit(job, "job_progress", step=1, total=1, metrics={})
-    assert "1 / 1" in opened.route_status.text()
+    assert opened.route_status.text() == f"chipstar.route ({job}): running, step 1 / 1"
     host.emit(job, "job_result", outputs={"def": "artifacts/routed.def"})
     host.emit(job, "job_state", state="succeeded", reason="")
     assert opened.model.prediction is not None
@@ -304,7 +304,8 @@ def test_a_failed_route_job_says_why(opened, host) -> None:
     job = next(iter(opened.jobs))
     host.emit(job, "job_state", state="failed", reason="",
               error={"message": "none of the chosen nets has a routed tree"})
-    assert "failed: none of the chosen nets" in opened.route_status.text()
+    assert opened.route_status.text() == \
+        f"chipstar.route ({job}): failed: none of the chosen nets has a routed tree"
     assert opened.route("learned") is False and "checkpoint" in host.errors[-1][1]
 
 

@@ -190,13 +190,14 @@ def test_train_form_submits_and_opens_the_result(panel, host, run_dir):
     assert submitted["method"] == "sae_pc1.train" and submitted["params"]["steps"] == 10
     job = next(iter(panel.jobs))
     host.emit(job, "job_progress", step=5, total=10, metrics={"mse": 0.5, "l0": 4.0})
-    assert "5 / 10" in panel.run_status.text() and "mse 0.5" in panel.run_status.text()
+    assert panel.run_status.text() == \
+        f"sae_pc1.train ({job}): running, step 5 / 10 · mse 0.5, l0 4"
     host.run_dir = lambda _job: str(run_dir)
     host.emit(job, "job_result", outputs={})
     assert panel.table.rowCount() == 48
     panel.form.set_values({"k": 5000})
     panel.run()
-    assert "Not started" in panel.run_status.text() or panel.form.errors()
+    assert "sae_pc1.train: not started" in panel.run_status.text() or panel.form.errors()
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +233,8 @@ def test_steer_box_submits_the_job_and_shows_both_continuations(panel, host, dec
                                    "new_tokens": 6}
     assert submitted["inputs"] == {"decoder": str(decoder_run_dir / "checkpoints" / "decoder"),
                                    "sae": str(decoder_run_dir / "checkpoints" / "L1-raw-s0")}
-    job = next(j for j, method in panel.jobs.items() if method == "sae_pc1.steer")
-    assert "queued" in panel.steer_result.text()
+    (job,) = panel.steering
+    assert panel.steer_result.text() == f"sae_pc1.steer ({job}): queued"
     steer = next(spec for spec in sae_pc1.SPECS if spec.id == "sae_pc1.steer")
     out_dir = Path(host.run_dir(job))  # the real method, then the host's result event
     steer.run(JobContext(job, out_dir, emit=lambda e: None, seed=0),
