@@ -12,6 +12,7 @@ import numpy as np
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from engine.io.crowd import Scene, Tracks
+from panels.widgets.gl import VispyView
 
 GROUND_RGBA = (0.35, 0.36, 0.34, 1.0)
 BOX_RGBA = (0.75, 0.68, 0.6, 1.0)
@@ -45,21 +46,13 @@ def track_segments(tracks: Tracks | None) -> tuple[np.ndarray, np.ndarray]:
     return points, np.c_[same, same + 1].astype(np.uint32)
 
 
-class CameraPathView(QWidget):
+class CameraPathView(VispyView):
     """``set_scene(scene, path, tracks)`` when the scene or the tracks change;
     ``set_camera(position, look_at)`` follows the clock."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        from vispy import app, scene
-
-        app.use_app("pyside6")
-        self._scene = scene
-        self.canvas = scene.SceneCanvas(keys=None, size=(420, 360), bgcolor=(0.1, 0.11, 0.13),
-                                        show=False)
-        self.view = self.canvas.central_widget.add_view()
-        self.view.camera = scene.TurntableCamera(fov=40, elevation=35, azimuth=-30)
-        visuals = scene.visuals
+        super().__init__((420, 360), (0.1, 0.11, 0.13), 40, parent, elevation=35, azimuth=-30)
+        visuals = self._scene.visuals
         self.ground = visuals.Mesh(color=GROUND_RGBA, parent=self.view.scene)
         self.boxes = visuals.Mesh(color=BOX_RGBA, shading=None, parent=self.view.scene)
         self.tracks = visuals.Line(color=TRACK_RGBA, parent=self.view.scene)
@@ -98,11 +91,3 @@ class CameraPathView(QWidget):
         self.current.set_data(self.current_position[None], face_color=CURRENT_RGBA, size=14)
         self.sight.set_data(pos=np.stack([position, look_at]).astype(np.float32))
         self.canvas.update()
-
-    def snapshot(self) -> np.ndarray:
-        """The rendered image (H, W, 4), for tests and export."""
-        return self.canvas.render()
-
-    def closeEvent(self, event) -> None:
-        self.canvas.close()
-        super().closeEvent(event)

@@ -9,24 +9,18 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from panels.widgets.gl import VispyView
+
 MAX_SIDE = 128  # voxels per side sent to the GPU (larger volumes are strided down)
 METHODS = ("mip", "translucent", "attenuated_mip")
 
 
-class VolumeRenderView(QWidget):
+class VolumeRenderView(VispyView):
     """A vispy canvas with one ``Volume`` visual and a turntable camera."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        from vispy import app, scene
-
-        app.use_app("pyside6")
-        self.canvas = scene.SceneCanvas(keys=None, size=(480, 480), bgcolor="black",
-                                        show=False)
-        self.view = self.canvas.central_widget.add_view()
-        self.view.camera = scene.TurntableCamera(fov=30)
+        super().__init__((480, 480), "black", 30, parent)
         self._visual = None
-        self._scene = scene
         self.method_box = QComboBox()
         self.method_box.addItems(METHODS)
         self.method_box.currentTextChanged.connect(self.set_method)
@@ -60,11 +54,3 @@ class VolumeRenderView(QWidget):
         if self._visual is not None:
             self._visual.method = method
             self.canvas.update()
-
-    def snapshot(self) -> np.ndarray:
-        """The rendered image (RGBA bytes), for tests and export."""
-        return self.canvas.render()
-
-    def closeEvent(self, event) -> None:
-        self.canvas.close()
-        super().closeEvent(event)
