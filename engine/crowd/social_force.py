@@ -10,6 +10,8 @@ NumPy expression per step, so 500 agents run at a few milliseconds a step.
 relaxation time and the repulsion (A, B) by one-step-ahead velocity prediction on them;
 ``replay`` re-simulates a real recording (same entry times, start and end points) so that its
 speed and density statistics can be compared with the recording's (``engine.crowd.stats``).
+A scene carries the parameters it is walked with (``Scene.social_force``, ``scene_params``), so
+a saved scene simulates the same way in the editor and in ``c2r``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
-from engine.io.crowd import Scene, Tracks
+from engine.io.crowd import Scene, Tracks, read_tracks
 
 ARRIVE_M = 0.5  # the goal counts as reached within this distance
 PASS_M = 1.5  # an intermediate waypoint within this one (crowds cannot all touch it)
 SPAWN_TRIES = 20
 MAX_SUBSTEP_S = 0.1  # explicit Euler stays stable with the default repulsion
+SHARED_RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "crowd"
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,13 @@ class SocialForceParams:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def scene_params(scene: Scene) -> SocialForceParams:
+    """The parameters stored in the scene, else the defaults."""
+    if scene.social_force is None:
+        return SocialForceParams()
+    return SocialForceParams(**scene.social_force.model_dump(exclude={"fitted_to"}))
 
 
 @dataclass
@@ -338,6 +349,8 @@ def fit_to_tracks(tracks: list[Tracks], seed: int = 0, max_samples: int = 4000,
                        agent_range_m=float(np.clip(reach, 0.02, 3)))
 
     def loss(z: np.ndarray, params: SocialForceParams | None = None) -> float:
+        if check_cancelled is not None:
+            check_cancelled()
         params = params or with_logs(z)
         return float(np.mean([_prediction_error(p, params) for p in parts]))
 
@@ -365,3 +378,28 @@ def _calibrate_speeds(tracks: list[Tracks], params: SocialForceParams, seed: int
     spread = params.desired_speed_std_mps * real.std() / max(simulated.std(), 1e-3)
     return replace(params, desired_speed_mps=float(np.clip(mean, 0.2, 3.0)),
                    desired_speed_std_mps=float(np.clip(spread, 0.01, 1.5)))
+
+
+_FITS: dict[tuple, FitResult] = {}  # fit_to_file's, by file (path, change time, size), seed
+
+
+def shared_recordings() -> list[Path]:
+    """The real ETH/UCY recordings beside the project (``../shared/data/crowd``), if present."""
+    return sorted(SHARED_RECORDINGS.glob("*.txt")) if SHARED_RECORDINGS.is_dir() else []
+
+
+def fit_to_file(path: str | Path, seed: int = 0,
+                check_cancelled: Callable[[], None] | None = None) -> FitResult:
+    """``fit_to_tracks`` on one recording file, which must be in metres. A file fitted before
+    (same path, size and modification time) returns its earlier fit at once: the fit is
+    deterministic and takes seconds."""
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, seed)
+    if key not in _FITS:
+        tracks = read_tracks(path)
+        if tracks.units != "m":
+            raise ValueError(f"{path}: the tracks are in {tracks.units}; fitting needs metres "
+                             "(ETH/UCY or a CSV in metres)")
+        _FITS[key] = fit_to_tracks([tracks], seed=seed, check_cancelled=check_cancelled)
+    return _FITS[key]

@@ -441,8 +441,27 @@ class Group(_Strict):
     goal: tuple[float, float]
     waypoints: list[tuple[float, float]] = Field([], description="points visited before the "
                                                  "goal, in order")
-    speed_mps: float = Field(1.3, gt=0, le=4)
+    speed_mps: float | None = Field(None, gt=0, le=4, description="the group's mean desired "
+                                    "walking speed (absent: the scene's social-force one)")
     color: Color = (0.8, 0.3, 0.25)
+
+
+class SocialForce(_Strict):
+    """The social-force parameters a scene is walked with (``engine.crowd.social_force``'s
+    ``SocialForceParams``, every field given); ``fitted_to`` names the recording they were
+    fitted to (empty: the model's defaults or values set by hand)."""
+
+    fitted_to: str = ""
+    desired_speed_mps: float = Field(gt=0, le=4)
+    desired_speed_std_mps: float = Field(ge=0, le=2)
+    relaxation_s: float = Field(ge=0.05, le=10)
+    agent_strength: float = Field(ge=0, le=100)
+    agent_range_m: float = Field(ge=0.02, le=5)
+    radius_m: float = Field(gt=0, le=1)
+    obstacle_strength: float = Field(ge=0, le=200)
+    obstacle_range_m: float = Field(ge=0.02, le=5)
+    anisotropy: float = Field(ge=0, le=1)
+    max_speed_factor: float = Field(ge=1, le=3)
 
 
 class CameraKeyframe(_Strict):
@@ -471,6 +490,8 @@ class Scene(_Strict):
     prompt: str = ""
     duration_s: float = Field(8.0, gt=0, le=600)
     fps: float = Field(10.0, gt=0, le=60)
+    social_force: SocialForce | None = Field(None, description="the simulation's parameters "
+                                             "(absent: the model's defaults)")
 
     @model_validator(mode="after")
     def _geometry(self) -> Scene:
@@ -677,7 +698,8 @@ FORMATS = [
            _sniff_scene, _inspect_scene, panel="crowd", kinds=("scene",)),
 ]
 
-__all__ = ["Box", "CameraKeyframe", "Ground", "Group", "Scene", "Tracks", "VideoInfo",
+__all__ = ["Box", "CameraKeyframe", "Ground", "Group", "Scene", "SocialForce", "Tracks",
+           "VideoInfo",
            "encode_mp4", "read_clip", "read_frame_folder", "read_scene",
            "read_tracks", "read_video", "scene_to_json", "tracks_from_array", "video_info",
            "write_video"]

@@ -513,7 +513,7 @@ def run_simulate(ctx: JobContext, params: SimulateParams, inputs: dict) -> dict:
         raise ValueError(f"{tracks_path}: the tracks are in {tracks.units}; fitting needs "
                          "metres (ETH/UCY or a CSV in metres)")
     outputs: dict[str, Any] = {}
-    sim_params, rows = sf.SocialForceParams(), []
+    sim_params, rows = sf.scene_params(scene), []
     if tracks is not None:
         ctx.log(f"fitting the social force to {tracks_path} ({len(tracks.ids)} tracks)")
         real_stats = stats.tracks_stats(tracks)
@@ -747,7 +747,8 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     if inputs.get("tracks"):  # the previewer's edited paths, walked as they are
         positions, alive = tracks_to_arrays(read_tracks(inputs["tracks"]))
     else:
-        sim, _ = sf.simulate_scene(scene, sf.SocialForceParams(), ctx.seed, ctx.check_cancelled)
+        sim, _ = sf.simulate_scene(scene, sf.scene_params(scene), ctx.seed,
+                                   ctx.check_cancelled)
         positions, alive = sim.positions, sim.alive
     size, window = cfg["image_size"], cfg["frames"]
     first = min(params.start_frame, len(positions) - 1)

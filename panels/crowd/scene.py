@@ -9,8 +9,11 @@ time are refused (``SceneError``, with the field and the reason). An accepted ed
 autosaved history replays safely onto a file that already holds it. Each change is written
 back to the scene file atomically.
 
-The simulation of the edited scene (``simulate``) is the engine's social force with its
-default parameters; it is NumPy, so the panel runs it on its thread pool.
+The scene also carries the social-force parameters its groups walk with (``social_force``:
+absent for the model's defaults, else every parameter, fitted to a real recording or set by
+hand), and each group may walk at a speed of its own; these are edits like any other, so a
+saved scene simulates the same way in the editor (``simulate``) and in ``c2r``. The simulation
+is NumPy, so the panel runs it, and the fit, on its thread pool.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from engine.atomic import write_bytes_atomic
+from engine.crowd.social_force import SocialForceParams, scene_params, simulate_scene
 from engine.io.crowd import Scene, Tracks, read_scene, scene_to_json, tracks_from_array
 from panels.lab.model import Events
 
@@ -37,6 +41,20 @@ DEFAULT_SCENE = {
     "camera": [{"t_s": 0, "position": [0, -18, 8], "look_at": [0, 0, 0], "fov_deg": 45}],
     "duration_s": 12,
     "fps": 5,
+}
+
+# the social force's parameters as the editor shows them: name -> (label, unit)
+PARAMETERS = {
+    "desired_speed_mps": ("desired speed", "m/s"),
+    "desired_speed_std_mps": ("speed spread", "m/s"),
+    "relaxation_s": ("relaxation time", "s"),
+    "agent_strength": ("interaction strength", "m/s²"),
+    "agent_range_m": ("interaction range", "m"),
+    "radius_m": ("body radius", "m"),
+    "obstacle_strength": ("wall strength", "m/s²"),
+    "obstacle_range_m": ("wall range", "m"),
+    "anisotropy": ("push from behind", "×"),
+    "max_speed_factor": ("top speed", "× desired"),
 }
 
 
@@ -143,11 +161,51 @@ class SceneModel:
         return self._edit(f"Resize {kind[:-1]} {index + 1}", change)
 
     def propose_spawn_group(self, count: int, center: tuple[float, float],
-                            goal: tuple[float, float], size: tuple[float, float] = (4.0, 4.0)
-                            ) -> SceneEdit:
+                            goal: tuple[float, float], size: tuple[float, float] = (4.0, 4.0),
+                            speed_mps: float | None = None) -> SceneEdit:
+        """A group of ``count`` people; without ``speed_mps`` it walks at the scene's
+        desired speed."""
         group = {"count": int(count), "spawn_center": _xy(center), "spawn_size": _xy(size),
-                 "goal": _xy(goal)}
+                 "goal": _xy(goal), "speed_mps": _speed(speed_mps)}
         return self._edit(f"Spawn a group of {count}", lambda d: d["groups"].append(group))
+
+    def propose_group_count(self, group: int, count: int) -> SceneEdit:
+        def change(d: dict) -> None:
+            d["groups"][_index(d["groups"], group, "groups")]["count"] = int(count)
+
+        return self._edit(f"Group {group + 1}: {count} people", change)
+
+    def propose_group_speed(self, group: int, speed_mps: float | None) -> SceneEdit:
+        """A group's own walking speed, or None: the scene's desired speed."""
+        def change(d: dict) -> None:
+            d["groups"][_index(d["groups"], group, "groups")]["speed_mps"] = _speed(speed_mps)
+
+        words = "the scene's speed" if speed_mps is None else f"{speed_mps:g} m/s"
+        return self._edit(f"Group {group + 1}: walk at {words}", change)
+
+    def propose_social_force(self, values: dict[str, float] | None, fitted_to: str = ""
+                             ) -> SceneEdit:
+        """Walk the scene with these parameters (every one of ``PARAMETERS``), fitted to the
+        recording ``fitted_to`` or set by hand; None: the model's defaults."""
+        if values is None:
+            return self._set_social_force(None, "", "Social force: default parameters")
+        return self._set_social_force(values, fitted_to, f"Social force: fitted to {fitted_to}"
+                                      if fitted_to else "Social force: parameters set by hand")
+
+    def propose_parameter(self, name: str, value: float) -> SceneEdit:
+        """One social-force parameter set by hand (the others kept as they are)."""
+        if name not in PARAMETERS:
+            raise SceneError(f"unknown social-force parameter {name!r}: choose one of "
+                             f"{', '.join(PARAMETERS)}")
+        label, unit = PARAMETERS[name]
+        return self._set_social_force({**self.params.to_dict(), name: value}, "",
+                                      f"Social force: {label} {value:g} {unit}")
+
+    def _set_social_force(self, values: dict[str, float] | None, fitted_to: str, label: str
+                          ) -> SceneEdit:
+        block = None if values is None else {
+            "fitted_to": fitted_to, **{name: float(values[name]) for name in PARAMETERS}}
+        return self._edit(label, lambda d: d.update(social_force=block))
 
     def propose_path(self, group: int, points: list[tuple[float, float]]) -> SceneEdit:
         """A drawn path for a group: the clicked points in order, the last one its goal."""
@@ -186,6 +244,17 @@ class SceneModel:
 
     # -- queries ---------------------------------------------------------------------------
 
+    @property
+    def params(self) -> SocialForceParams:
+        """The parameters the scene's groups walk with."""
+        return scene_params(self.scene)
+
+    @property
+    def params_source(self) -> str:
+        """Where the parameters come from: "default", "manual" or the recording's name."""
+        block = self.scene.social_force
+        return "default" if block is None else block.fitted_to or "manual"
+
     def item_at(self, x: float, y: float, pick_m: float = 1.0) -> tuple[str, int] | None:
         """(kind, index) of what a click at ground point (x, y) means: a camera keyframe within
         ``pick_m``, else the topmost box (obstacles over buildings), else a group's spawn
@@ -223,10 +292,8 @@ class SceneModel:
 
 
 def simulate(scene: Scene, seed: int = 0) -> Tracks:
-    """The scene's groups walked by the social force (default parameters), as ``Tracks``."""
-    from engine.crowd.social_force import SocialForceParams, simulate_scene
-
-    sim, _ = simulate_scene(scene, SocialForceParams(), seed)
+    """The scene's groups walked by the social force with the scene's parameters."""
+    sim, _ = simulate_scene(scene, scene_params(scene), seed)
     return tracks_from_array(sim.positions, scene.fps, alive=sim.alive)
 
 
@@ -249,3 +316,7 @@ def _box(data: dict, kind: str, index: int) -> dict[str, Any]:
 def _xy(point) -> list[float]:
     x, y = point
     return [float(x), float(y)]
+
+
+def _speed(speed_mps: float | None) -> float | None:
+    return None if speed_mps is None else float(speed_mps)

@@ -9,6 +9,12 @@ frame, at the height chosen). Every change is one ``SceneEdit`` through ``host.p
 (undoable, autosaved) and is written to the scene JSON; an edit that would make the scene
 invalid is refused with the reason.
 
+With the Select tool, the "people" and "speed" boxes edit the selected group (otherwise they
+set the next group spawned; a speed of "scene's" walks at the social force's desired speed).
+"Social force" chooses the parameters the groups walk with: the model's defaults, a fit to a
+real ETH/UCY recording (on the thread pool: NumPy and SciPy, no torch) or values typed in the
+parameter boxes; the choice is an edit too, stored in the scene JSON.
+
 "Simulate" walks the scene's groups with the social force on the panel's thread pool and
 draws the tracks (which also become the panel's tracks, so they play on the clock);
 "Render coarse" submits ``c2r.simulate`` with the scene file, whose coarse clip and
@@ -26,24 +32,42 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
+    QAbstractSpinBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QPushButton,
     QSpinBox,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from engine.io.crowd import Tracks
-from panels.crowd.scene import BOX_KINDS, SceneEdit, SceneError, SceneModel, decode, simulate
+from engine.crowd.social_force import FitResult, fit_to_file, shared_recordings
+from engine.io.crowd import SocialForce, Tracks
+from panels.crowd.scene import (
+    BOX_KINDS,
+    PARAMETERS,
+    SceneEdit,
+    SceneError,
+    SceneModel,
+    decode,
+    simulate,
+)
 
 TOOLS = ("Select", "Building", "Obstacle", "Group", "Path", "Camera")
 BOX_PENS = {"buildings": (200, 170, 140), "obstacles": (150, 150, 220)}
 SELECTED_PEN = (255, 220, 60)
 KEYFRAME_PICK_M = 1.0
+PARAMETER_COLUMNS = 3  # label and box pairs per row of the social-force grid
+FIT_FILE = "fit to a tracks file…"
+
+
+class FitCancelled(Exception):
+    """A fit nobody waits for any more (another choice, another scene, the editor closed)."""
 
 
 class SceneEditor(QWidget):
@@ -70,6 +94,10 @@ class SceneEditor(QWidget):
         self.tracks: Tracks | None = None
         self._items: list[Any] = []
         self._simulation = 0
+        self._fit = 0
+        self._fitting = (-1, "")  # (the fit's number, its recording) while one runs
+        self._fit_note = ("", "")  # (recording, how well the fit to it predicts)
+        self.recordings = shared_recordings()  # real tracks the social force can be fitted to
         self._build()
         self.redraw()
 
@@ -83,7 +111,8 @@ class SceneEditor(QWidget):
             button.clicked.connect(slot)
             files.addWidget(button)
         self.simulate_button = QPushButton("Simulate")
-        self.simulate_button.setToolTip("the social force on this scene (default parameters)")
+        self.simulate_button.setToolTip("the social force on this scene, with its parameters "
+                                        "(Social force)")
         self.simulate_button.clicked.connect(self.simulate)
         self.render_button = QPushButton("Render coarse")
         self.render_button.setToolTip("c2r.simulate with this scene: coarse RGB, depth and "
@@ -99,7 +128,18 @@ class SceneEditor(QWidget):
         self.count_box = QSpinBox()
         self.count_box.setRange(1, 5000)
         self.count_box.setValue(10)
-        self.count_box.setToolTip("people in a spawned group")
+        self.count_box.setKeyboardTracking(False)  # one edit when typing ends, not per digit
+        self.count_box.setToolTip("people in the selected group (Select tool), else in the "
+                                  "next group spawned")
+        self.count_box.valueChanged.connect(self._count_changed)
+        self.speed_box = QDoubleSpinBox()
+        self.speed_box.setRange(0.0, 4.0)
+        self.speed_box.setSingleStep(0.1)
+        self.speed_box.setSuffix(" m/s")
+        self.speed_box.setKeyboardTracking(False)
+        self.speed_box.setToolTip("walking speed of the selected group (Select tool), else of "
+                                  "the next group spawned; lowest: the scene's desired speed")
+        self.speed_box.valueChanged.connect(self._speed_changed)
         self.group_box = QSpinBox()
         self.group_box.setRange(1, 1)
         self.group_box.setToolTip("the group a drawn path belongs to")
@@ -113,7 +153,8 @@ class SceneEditor(QWidget):
         self.delete_button = QPushButton("Delete")
         self.delete_button.clicked.connect(self.delete_selection)
         for label, widget in (("tool", self.tool_box), ("people", self.count_box),
-                              ("group", self.group_box), ("camera height", self.height_box)):
+                              ("speed", self.speed_box), ("group", self.group_box),
+                              ("camera height", self.height_box)):
             tools.addWidget(QLabel(label))
             tools.addWidget(widget)
         tools.addWidget(self.finish_button)
@@ -134,8 +175,52 @@ class SceneEditor(QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(files)
         layout.addLayout(tools)
+        layout.addLayout(self._build_social_force())
+        layout.addWidget(self.parameters)
         layout.addWidget(self.plot, 1)
         layout.addWidget(self.status)
+
+    def _build_social_force(self) -> QHBoxLayout:
+        """The source of the parameters (a combo box) and, folded, one box per parameter."""
+        self.params_box = QComboBox()
+        self.params_box.setToolTip("the social-force parameters this scene walks with")
+        self.params_box.activated.connect(self._params_chosen)
+        self.params_toggle = QToolButton()
+        self.params_toggle.setText("parameters")
+        self.params_toggle.setCheckable(True)
+        self.params_toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.params_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.params_toggle.toggled.connect(self._show_parameters)
+        self.params_status = QLabel("")
+        self.params_status.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("social force"))
+        row.addWidget(self.params_box)
+        row.addWidget(self.params_toggle)
+        row.addWidget(self.params_status, 1)
+        self.parameters = QWidget()
+        grid = QGridLayout(self.parameters)
+        grid.setContentsMargins(0, 0, 0, 0)
+        self.param_spins: dict[str, QDoubleSpinBox] = {}
+        for index, (name, (label, unit)) in enumerate(PARAMETERS.items()):
+            spin = QDoubleSpinBox()
+            spin.setDecimals(4 if name == "agent_strength" else 3)
+            spin.setRange(*_bounds(name, spin.decimals()))
+            spin.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+            spin.setSuffix(f" {unit}")
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(lambda value, n=name: self.set_parameter(n, value))
+            row_index, column = divmod(index, PARAMETER_COLUMNS)
+            grid.addWidget(QLabel(label), row_index, 2 * column)
+            grid.addWidget(spin, row_index, 2 * column + 1)
+            self.param_spins[name] = spin
+        self.parameters.setVisible(False)
+        return row
+
+    def _show_parameters(self, shown: bool) -> None:
+        self.parameters.setVisible(shown)
+        self.params_toggle.setArrowType(Qt.ArrowType.DownArrow if shown
+                                        else Qt.ArrowType.RightArrow)
 
     # -- files -----------------------------------------------------------------------------
 
@@ -165,6 +250,7 @@ class SceneEditor(QWidget):
 
     def _take_model(self, model: SceneModel) -> None:
         self._unsubscribe_scene()
+        self._fit += 1  # a fit still running was for the scene before
         self.model = model
         self._unsubscribe_scene = model.events.connect("scene", lambda scene: self.redraw())
         self.selection, self.pending, self.tracks = None, [], None
@@ -222,8 +308,8 @@ class SceneEditor(QWidget):
         else:
             first, self.pending = self.pending[0], []
             if tool == "Group":
-                self.push(lambda: self.model.propose_spawn_group(self.count_box.value(),
-                                                                 first, (x, y)))
+                self.push(lambda: self.model.propose_spawn_group(
+                    self.count_box.value(), first, (x, y), speed_mps=self._chosen_speed()))
             else:
                 height = self.height_box.value()
                 self.push(lambda: self.model.propose_camera_keyframe(
@@ -247,6 +333,127 @@ class SceneEditor(QWidget):
         kind, index = self.selection
         self.selection = None
         self.push(lambda: self.model.propose_delete(kind, index))
+
+    def selected_group(self) -> int | None:
+        """The group the people and speed boxes edit: the selection, with the Select tool."""
+        if self.tool_box.currentText() != "Select" or self.selection is None:
+            return None
+        kind, index = self.selection
+        return index if kind == "groups" and index < len(self.model.scene.groups) else None
+
+    def _count_changed(self, count: int) -> None:
+        group = self.selected_group()
+        if group is not None and count != self.model.scene.groups[group].count:
+            self.push(lambda: self.model.propose_group_count(group, count))
+
+    def _speed_changed(self) -> None:
+        group = self.selected_group()
+        if group is not None and self._chosen_speed() != self.model.scene.groups[group].speed_mps:
+            self.push(lambda: self.model.propose_group_speed(group, self._chosen_speed()))
+
+    def _chosen_speed(self) -> float | None:
+        """The speed box's value; None at its lowest ("scene's")."""
+        value = self.speed_box.value()
+        return None if value <= self.speed_box.minimum() else round(value, 2)
+
+    # -- the social force ------------------------------------------------------------------
+
+    def _params_chosen(self, index: int) -> None:
+        """The user chose in the combo box: a fit still running is not wanted any more."""
+        self._fit += 1
+        choice = self.params_box.itemData(index)
+        if choice == FIT_FILE:
+            path, _ = QFileDialog.getOpenFileName(self, "Fit the social force to tracks", "",
+                                                  "Trajectories (*.txt *.csv *.tsv)")
+            if path:
+                self.fit_to(Path(path))
+            else:
+                self._sync_params()
+        elif getattr(choice, "name", choice) == self.model.params_source:
+            self._sync_params()  # what the scene has already
+        elif choice == "default":
+            self.push(lambda: self.model.propose_social_force(None))
+        else:  # a shared recording
+            self.fit_to(choice)
+
+    def fit_to(self, path: Path) -> None:
+        """Fit the parameters to the recording ``path`` on the thread pool; the fit becomes
+        one edit of the scene open when it was asked for."""
+        self._fit += 1
+        generation, model = self._fit, self.model
+        self._fitting = (generation, path.name)
+        self.params_status.setText(f"fitting to {path.name}…")
+
+        def check_cancelled() -> None:
+            if generation != self._fit:
+                raise FitCancelled
+
+        def done(fit: FitResult) -> None:
+            if generation != self._fit:
+                return
+            self._fitting = (-1, "")
+            self._fit_note = (path.name, f"fitted on {fit.samples} one-step samples: velocity "
+                              f"error {fit.loss_default:.3f} (defaults) → "
+                              f"{fit.loss_fitted:.3f} (m/s)²")
+            self.push(lambda: model.propose_social_force(fit.params.to_dict(), path.name))
+
+        def failed(message: str) -> None:
+            if generation == self._fit:
+                self._fitting = (-1, "")
+                self.host.show_error("Cannot fit the social force", message)
+                self._sync_params()
+
+        self.run_in_pool(lambda: fit_to_file(path, check_cancelled=check_cancelled), done,
+                         failed)
+
+    def set_parameter(self, name: str, value: float) -> None:
+        """A parameter typed in its box (one edit; the parameters become "set by hand")."""
+        if not np.isclose(value, getattr(self.model.params, name),
+                          atol=0.5 * 10 ** -self.param_spins[name].decimals()):
+            self._fit += 1
+            self.push(lambda: self.model.propose_parameter(name, value))
+
+    def _sync_params(self) -> None:
+        """The combo box, the parameter boxes and the speed box's "scene's" say what the
+        scene has now (after an edit, an undo, another scene)."""
+        source, params = self.model.params_source, self.model.params
+        if self._fitting[0] == self._fit:
+            self.params_status.setText(f"fitting to {self._fitting[1]}…")
+        else:
+            self.params_status.setText(self._fit_note[1] if self._fit_note[0] == source else "")
+        choices = [("model defaults", "default")]
+        choices += [(f"fitted to {path.name}", path) for path in self.recordings]
+        if source not in ("default", "manual") and source not in [
+                getattr(data, "name", None) for _, data in choices]:
+            choices.append((f"fitted to {source}", source))
+        if source == "manual":
+            choices.append(("set by hand", "manual"))
+        choices.append((FIT_FILE, FIT_FILE))
+        current = next(i for i, (_, data) in enumerate(choices)
+                       if data == source or getattr(data, "name", None) == source)
+        self.params_box.blockSignals(True)
+        self.params_box.clear()
+        for text, data in choices:
+            self.params_box.addItem(text, data)
+        self.params_box.setCurrentIndex(current)
+        self.params_box.blockSignals(False)
+        for name, spin in self.param_spins.items():
+            spin.blockSignals(True)
+            spin.setValue(getattr(params, name))
+            spin.blockSignals(False)
+        self.speed_box.setSpecialValueText(f"scene's ({params.desired_speed_mps:.2f})")
+
+    def _sync_group_boxes(self) -> None:
+        """The people and speed boxes show the selected group."""
+        group = self.selected_group()
+        if group is None:
+            return
+        chosen = self.model.scene.groups[group]
+        for box, value in ((self.count_box, chosen.count),
+                           (self.speed_box, chosen.speed_mps or self.speed_box.minimum())):
+            box.blockSignals(True)
+            box.setValue(value)
+            box.blockSignals(False)
 
     def drag_box(self, kind: str, index: int, center: tuple[float, float],
                  size: tuple[float, float]) -> bool:
@@ -301,6 +508,8 @@ class SceneEditor(QWidget):
         self._items = []
         scene = self.model.scene
         self.group_box.setMaximum(max(1, len(scene.groups)))
+        self._sync_params()
+        self._sync_group_boxes()
         width, depth = scene.ground.size
         self._add(pg.PlotDataItem(*_rect_outline(-width / 2, -depth / 2, width, depth),
                                   pen=pg.mkPen((160, 160, 160), style=Qt.PenStyle.DashLine)))
@@ -323,7 +532,8 @@ class SceneEditor(QWidget):
             route = np.array([group.spawn_center, *group.waypoints, group.goal])
             self._add(pg.PlotDataItem(route[:, 0], route[:, 1], pen=pg.mkPen(color, width=2),
                                       symbol="o", symbolSize=5, symbolBrush=color))
-            label = pg.TextItem(f"group {index + 1} ({group.count})", color=color)
+            speed = "" if group.speed_mps is None else f", {group.speed_mps:g} m/s"
+            label = pg.TextItem(f"group {index + 1} ({group.count}{speed})", color=color)
             label.setPos(cx, cy)
             self._add(label)
         self._draw_camera()
@@ -371,6 +581,7 @@ class SceneEditor(QWidget):
 
     def closeEvent(self, event) -> None:
         self._unsubscribe_scene()
+        self._fit += 1  # a running fit stops at its next step
         super().closeEvent(event)
 
 
@@ -379,6 +590,19 @@ def _rect_outline(x0: float, y0: float, width: float, depth: float
     xs = np.array([x0, x0 + width, x0 + width, x0, x0])
     ys = np.array([y0, y0, y0 + depth, y0 + depth, y0])
     return xs, ys
+
+
+def _bounds(name: str, decimals: int) -> tuple[float, float]:
+    """The range the scene file allows a parameter (``SocialForce``'s own limits)."""
+    low, high = 0.0, 1e6
+    for rule in SocialForce.model_fields[name].metadata:
+        if hasattr(rule, "ge"):
+            low = rule.ge
+        elif hasattr(rule, "gt"):
+            low = rule.gt + 10 ** -decimals
+        elif hasattr(rule, "le"):
+            high = rule.le
+    return low, high
 
 
 def scratch_folder(host: Any) -> Path:

@@ -75,13 +75,18 @@ def test_entries_are_delayed_and_arrivals_leave():
     assert not sim.alive[-1].any() and sim.arrived.all()
 
 
-def test_fitted_parameters_lower_the_speed_gap_to_real_tracks():
+def zara1() -> Path:
+    """The real recording the fits use (skipped without ../shared, failed on CI)."""
     path = CROWD_DATA / "zara1_crowds_zara01.txt"
     if not path.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{path} is missing")
         pytest.skip("../shared/data/crowd is not here")
-    tracks = read_tracks(path)
+    return path
+
+
+def test_fitted_parameters_lower_the_speed_gap_to_real_tracks():
+    tracks = read_tracks(zara1())
     fit = sf.fit_to_tracks([tracks], max_samples=1200, iterations=40)
     assert fit.loss_fitted < fit.loss_default
     real = stats.track_speeds(tracks)
@@ -90,3 +95,36 @@ def test_fitted_parameters_lower_the_speed_gap_to_real_tracks():
     assert gaps["fitted"] < 0.7 * gaps["default"], gaps
     summary = stats.tracks_stats(tracks)
     assert 0.8 < summary.speed_mean_mps < 1.4 and summary.people_per_frame > 1
+
+
+def test_a_scene_carries_its_parameters():
+    """``Scene.social_force`` (the file's schema) holds exactly the model's parameters, and
+    ``scene_params`` reads them back; a scene without them walks with the defaults."""
+    from engine.io.crowd import SocialForce
+
+    assert set(SocialForce.model_fields) - {"fitted_to"} == set(sf.SocialForceParams().to_dict())
+    data = {"ground": {"size": [20, 20]}, "camera": [{"t_s": 0, "position": [0, -15, 8],
+                                                      "look_at": [0, 0, 0]}]}
+    assert sf.scene_params(Scene.model_validate(data)) == sf.SocialForceParams()
+    mine = sf.SocialForceParams(relaxation_s=2.0, agent_strength=0.5)
+    scene = Scene.model_validate({**data, "social_force": {**mine.to_dict(), "fitted_to": "x"}})
+    assert sf.scene_params(scene) == mine
+    with pytest.raises(ValueError, match="relaxation_s"):
+        Scene.model_validate({**data, "social_force": {**mine.to_dict(), "relaxation_s": 0}})
+
+
+def test_a_recording_is_fitted_once_and_a_fit_can_be_cancelled():
+    path = zara1()
+
+    class Stop(Exception):
+        pass
+
+    def stop() -> None:
+        raise Stop
+
+    with pytest.raises(Stop):
+        sf.fit_to_file(path, seed=7, check_cancelled=stop)
+    fit = sf.fit_to_file(path, seed=7)  # the cancelled fit left nothing behind
+    assert fit.loss_fitted < fit.loss_default
+    assert sf.fit_to_file(path, seed=7) is fit
+    assert path.name in [p.name for p in sf.shared_recordings()]

@@ -279,3 +279,24 @@ def test_stage_one_trains_on_user_footage(tmp_path, monkeypatch):
         SPECS["c2r.train"].run(context(tmp_path / "b"), params.model_copy(
             update={"frames": 8}), {"footage": str(write_video(tmp_path / "short.mp4",
                                                                video[:5], fps=10))})
+
+
+def test_simulate_walks_a_scene_with_its_own_parameters(tmp_path):
+    """A scene that carries social-force parameters (the scene editor's fit or hand edits) is
+    walked with them, so "Render coarse" shows what the editor simulated."""
+    from engine.crowd import social_force as sf
+    from engine.io.crowd import tracks_from_array
+
+    slow = {**sf.SocialForceParams().to_dict(), "desired_speed_mps": 0.6, "fitted_to": ""}
+    params = c2r.SimulateParams(fit=False, width=32, height=24, max_frames=2)
+    walks = {}
+    for name, data in (("plain", SMALL_SCENE), ("slow", {**SMALL_SCENE, "social_force": slow})):
+        scene = tmp_path / f"{name}.json"
+        scene.write_text(json.dumps(data))
+        out = SPECS["c2r.simulate"].run(context(tmp_path / name), params, {"scene": str(scene)})
+        walks[name] = read_tracks(tmp_path / name / out["trajectories"])
+        parsed = c2r.read_scene(scene)
+        sim, _ = sf.simulate_scene(parsed, sf.scene_params(parsed), seed=0)
+        same = tracks_from_array(sim.positions, parsed.fps, alive=sim.alive)
+        assert np.allclose(walks[name].xy, same.xy, atol=1e-3)  # as the scene editor walks it
+    assert not np.allclose(walks["plain"].xy, walks["slow"].xy, atol=1e-3)

@@ -1,6 +1,8 @@
 """The crowd panel's scene editor: edits change the scene JSON (read back by the engine's
 reader), undo through the window's history restores it, invalid geometry is refused, the
-simulation of an edited scene walks round a new building, and "Render coarse" submits it."""
+simulation of an edited scene walks round a new building, "Render coarse" submits it, the
+social-force parameters (defaults, fitted to a real recording, typed in) travel with the
+scene file and change the simulation, and a placed group's size and speed can be edited."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 import pytest
 
 from engine.io.crowd import read_scene
-from panels.crowd.scene import SceneError, SceneModel, decode
+from panels.crowd.scene import PARAMETERS, SceneError, SceneModel, decode, simulate
 
 pytest.importorskip("PySide6")
 
@@ -24,6 +26,19 @@ CROSSING = {
     "camera": [{"t_s": 0, "position": [0, -15, 6], "look_at": [0, 0, 0]}],
     "duration_s": 24, "fps": 5,
 }
+CROWD_DATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "crowd"
+ZARA1 = CROWD_DATA / "zara1_crowds_zara01.txt"
+
+
+def need_recordings() -> None:
+    if not ZARA1.exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{ZARA1} is missing")
+        pytest.skip("../shared/data/crowd is not here")
+
+
+def same_walk(a, b) -> bool:
+    return a.xy.shape == b.xy.shape and np.allclose(a.xy, b.xy)
 
 
 @pytest.fixture
@@ -326,3 +341,157 @@ def test_an_invalid_scene_file_is_reported_with_its_line(panel, tmp_path):
     title, message = panel.host.errors[-1]
     assert str(bad) in message and "line" in message and "outside" in message
     assert panel.scene_editor.model.path is None  # the editor kept its scene
+
+
+def test_parameters_are_saved_with_the_scene_and_change_the_walk(scene_file):
+    from engine.crowd.social_force import SocialForceParams
+
+    assert list(PARAMETERS) == list(SocialForceParams().to_dict())  # the editor shows them all
+    model = SceneModel(scene_file)
+    assert model.params_source == "default" and model.params == SocialForceParams()
+    default_walk = simulate(model.scene)
+    hurried = {**SocialForceParams().to_dict(), "desired_speed_mps": 2.2, "relaxation_s": 0.2}
+    edit = model.propose_social_force(hurried, "a recording.txt")
+    edit.apply(model)
+    reopened = SceneModel(scene_file)  # what a saved scene brings back
+    assert reopened.params_source == "a recording.txt"
+    assert reopened.params == SocialForceParams(**hurried)
+    walk = simulate(reopened.scene)
+    assert same_walk(walk, simulate(model.scene))  # it re-simulates the same way
+    assert not same_walk(walk, default_walk)
+    model.propose_parameter("relaxation_s", 1.5).apply(model)
+    scene = read_scene(scene_file)
+    assert scene.social_force.fitted_to == "" and scene.social_force.relaxation_s == 1.5
+    assert scene.social_force.desired_speed_mps == 2.2  # the others are kept
+    assert SceneModel(scene_file).params_source == "manual"
+    with pytest.raises(SceneError, match="social_force.relaxation_s"):
+        model.propose_parameter("relaxation_s", 0.0)
+    with pytest.raises(SceneError, match="unknown social-force parameter"):
+        model.propose_parameter("mass", 80)
+    edit.revert(model)
+    assert read_scene(scene_file).social_force is None
+    assert same_walk(simulate(SceneModel(scene_file).scene), default_walk)
+
+
+def test_a_placed_groups_size_and_speed_are_edits(scene_file):
+    model = SceneModel(scene_file)
+    before = simulate(model.scene)
+    grow = model.propose_group_count(0, 20)
+    grow.apply(model)
+    assert read_scene(scene_file).groups[0].count == 20
+    assert len(simulate(model.scene).ids) == 20
+    grow.revert(model)
+    assert len(simulate(SceneModel(scene_file).scene).ids) == 8
+    faster = model.propose_group_speed(0, 2.4)
+    faster.apply(model)
+    assert read_scene(scene_file).groups[0].speed_mps == 2.4
+
+    def mean_speed(tracks) -> float:
+        return float(np.linalg.norm(tracks.step_velocities(), axis=1).mean())
+
+    assert mean_speed(simulate(model.scene)) > 1.4 * mean_speed(before)
+    model.propose_group_speed(0, None).apply(model)
+    assert read_scene(scene_file).groups[0].speed_mps is None  # the scene's desired speed
+    with pytest.raises(SceneError, match="count"):
+        model.propose_group_count(0, 0)
+
+
+def test_the_editor_edits_a_selected_group_undoably(panel, scene_file, qtbot):
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.tool_box.setCurrentText("Select")
+    editor.click(-11, 0)
+    assert editor.selection == ("groups", 0) and editor.count_box.value() == 8
+    editor.count_box.setValue(25)
+    editor.speed_box.setValue(1.8)
+    group = read_scene(scene_file).groups[0]
+    assert (group.count, group.speed_mps) == (25, 1.8)
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not None, timeout=10_000)
+    assert len(editor.tracks.ids) == 25
+    stack = panel.host.history.stack
+    assert stack.count() == 2
+    stack.undo()
+    stack.undo()
+    group = read_scene(scene_file).groups[0]
+    assert (group.count, group.speed_mps) == (8, None)
+    assert editor.count_box.value() == 8  # the boxes follow the undo
+    assert editor.speed_box.value() == editor.speed_box.minimum()  # "scene's"
+    editor.tool_box.setCurrentText("Group")  # without Select, the boxes are for new groups
+    editor.count_box.setValue(3)
+    assert read_scene(scene_file).groups[0].count == 8 and stack.index() == 0
+    editor.click(-5, -5)
+    editor.click(5, -5)
+    assert read_scene(scene_file).groups[1].count == 3
+
+
+def test_the_editor_fits_the_social_force_and_the_scene_keeps_it(panel, scene_file, qtbot,
+                                                                  tmp_path):
+    need_recordings()
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    assert editor.params_box.currentText() == "model defaults"
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not None, timeout=10_000)
+    default_walk = editor.tracks
+    choice = editor.params_box.findText(f"fitted to {ZARA1.name}")
+    assert choice >= 0
+    editor.params_box.activated.emit(choice)  # as the user picks it
+    qtbot.waitUntil(lambda: editor.model.params_source == ZARA1.name, timeout=120_000)
+    fitted = read_scene(scene_file).social_force
+    assert fitted.fitted_to == ZARA1.name
+    assert fitted.desired_speed_mps != pytest.approx(1.34)  # real walkers' speed, not the default
+    assert editor.param_spins["relaxation_s"].value() == pytest.approx(fitted.relaxation_s,
+                                                                       abs=1e-3)
+    assert "velocity error" in editor.params_status.text()
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not default_walk, timeout=10_000)
+    fitted_walk = editor.tracks
+    assert not same_walk(fitted_walk, default_walk)
+
+    editor.param_spins["relaxation_s"].setValue(0.9)  # typed by hand
+    assert read_scene(scene_file).social_force.relaxation_s == 0.9
+    assert editor.params_box.currentText() == "set by hand"
+    stack = panel.host.history.stack
+    stack.undo()
+    assert editor.params_box.currentText() == f"fitted to {ZARA1.name}"
+
+    saved = tmp_path / "fitted.json"
+    editor.save_as(saved)
+    editor.open_scene(saved)
+    assert editor.model.params_source == ZARA1.name and editor.tracks is None
+    editor.simulate()
+    qtbot.waitUntil(lambda: editor.tracks is not None, timeout=10_000)
+    assert same_walk(editor.tracks, fitted_walk)  # the saved scene walks the same way
+
+    editor.params_box.activated.emit(editor.params_box.findText("model defaults"))
+    assert editor.model.params_source == "default" and read_scene(saved).social_force is None
+    stack.undo()
+    assert read_scene(saved).social_force.fitted_to == ZARA1.name
+    assert editor.params_box.currentText() == f"fitted to {ZARA1.name}"
+
+
+def test_a_fit_that_fails_is_reported(panel, scene_file, tmp_path, qtbot):
+    pixels = tmp_path / "pixels.txt"  # MOT: pixels, which cannot be fitted
+    pixels.write_text("".join(f"{t + 1},4,{10 + 8 * t},20,6,12,1,-1,-1,-1\n" for t in range(5)))
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.fit_to(pixels)
+    qtbot.waitUntil(lambda: len(panel.host.errors) > 0, timeout=10_000)
+    assert "metres" in panel.host.errors[-1][1] and str(pixels) in panel.host.errors[-1][1]
+    assert editor.model.params_source == "default"
+    assert editor.params_box.currentText() == "model defaults"
+
+
+def test_a_fit_overtaken_by_another_choice_is_dropped(panel, scene_file, qtbot):
+    need_recordings()
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.params_box.activated.emit(editor.params_box.findText(f"fitted to {ZARA1.name}"))
+    assert editor.params_status.text() == f"fitting to {ZARA1.name}…"
+    editor.params_box.activated.emit(editor.params_box.findText("model defaults"))
+    assert panel.pool.waitForDone(120_000)
+    qtbot.wait(50)  # the fit's end (cancelled or done) reaches the main thread
+    assert editor.model.params_source == "default" and read_scene(scene_file).social_force is None
+    assert panel.host.history.stack.count() == 0 and not panel.host.errors
+    assert editor.params_status.text() == ""
