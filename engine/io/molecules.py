@@ -8,7 +8,8 @@ nothing readable (or binary content under a text name) raises ``FormatError``.
 Small molecules (SMILES, SDF, MOL, XYZ) become ``Molecule`` records with a canonical SMILES and
 the descriptor set kCGM calibrates (``descriptors``); sequences and structures become
 ``Sequence`` and ``Structure`` records. RDKit is imported on first use, so listing formats
-stays fast; the module never imports torch, so the GUI can use it.
+stays fast; the module never imports torch, so the GUI can use it. Reference sets that ship
+offline are read here too: the Jain et al. antibodies and the MOSES SMILES (``load_moses``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import gzip
+import importlib.util
 import io
 import math
 import re
@@ -609,6 +611,34 @@ def jain_properties(directory: str | Path) -> dict[str, dict[str, float]]:
 def _short_column(name: str) -> str:
     acronym = re.search(r"\(([A-Z][A-Z-]+)\)", name)
     return acronym.group(1) if acronym else re.split(r"\s*\(", name)[0].strip()
+
+
+# -- MOSES ------------------------------------------------------------------------------------
+
+def moses_path(split: str = "train") -> Path:
+    """MOSES SMILES inside the ``molsets`` wheel (``import moses`` itself fails: we only read)."""
+    spec = importlib.util.find_spec("moses")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("MOSES SMILES need the 'molsets' package "
+                                "(pip install --no-deps molsets)")
+    return Path(spec.submodule_search_locations[0]) / "dataset" / "data" / f"{split}.csv.gz"
+
+
+@cache
+def _moses_lines() -> tuple[str, ...]:
+    """All 1.58 M training SMILES, read once per process (about 1 s)."""
+    with gzip.open(moses_path(), "rt") as handle:
+        return tuple(line for line in handle.read().split("\n")[1:] if line)
+
+
+def load_moses(count: int, seed: int) -> list[str]:
+    """``count`` training SMILES drawn without replacement (the same for the same seed)."""
+    import numpy as np  # here, not at the top: listing formats imports this module
+
+    lines = _moses_lines()
+    picked = np.random.default_rng(seed).choice(len(lines), size=min(count, len(lines)),
+                                                replace=False)
+    return [lines[i] for i in picked]
 
 
 # -- PDB and mmCIF -----------------------------------------------------------------------------

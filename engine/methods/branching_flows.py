@@ -122,7 +122,7 @@ def conformer(smiles: str, max_atoms: int, seed: int) -> tuple[np.ndarray, list[
 def molecule_dataset(count: int, max_atoms: int, cache: Path | None, seed: int,
                      check_cancelled=lambda: None) -> Dataset:
     """``count`` MOSES molecules with at most ``max_atoms`` heavy atoms, one conformer each."""
-    from engine.methods.kcgm import load_moses
+    from engine.io.molecules import load_moses
 
     stored = cache / "molecules.npz" if cache is not None else None
     if stored is not None and stored.exists():

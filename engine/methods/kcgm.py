@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import copy
 import csv
-import gzip
-import importlib.util
 import io
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -45,6 +42,7 @@ from engine.io.molecules import (
     DESCRIPTOR_NAMES,
     FormatError,
     descriptors,
+    load_moses,
     parse_smiles,
     read_molecules,
     standardise,
@@ -65,30 +63,6 @@ ANTIBIOTICS = (Path(__file__).resolve().parents[2].parent / "shared" / "data" / 
 
 
 # -- data --------------------------------------------------------------------------------------
-
-def moses_path(split: str = "train") -> Path:
-    """MOSES SMILES inside the ``molsets`` wheel (``import moses`` itself fails: we only read)."""
-    spec = importlib.util.find_spec("moses")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("MOSES SMILES need the 'molsets' package "
-                                "(pip install --no-deps molsets)")
-    return Path(spec.submodule_search_locations[0]) / "dataset" / "data" / f"{split}.csv.gz"
-
-
-@cache
-def _moses_lines() -> tuple[str, ...]:
-    """All 1.58 M training SMILES, read once per process (about 1 s)."""
-    with gzip.open(moses_path(), "rt") as handle:
-        return tuple(line for line in handle.read().split("\n")[1:] if line)
-
-
-def load_moses(count: int, seed: int) -> list[str]:
-    """``count`` training SMILES drawn without replacement (the same for the same seed)."""
-    lines = _moses_lines()
-    picked = np.random.default_rng(seed).choice(len(lines), size=min(count, len(lines)),
-                                                replace=False)
-    return [lines[i] for i in picked]
-
 
 def load_reference(path: str | Path | None = None) -> list[str]:
     """A reference set cleaned as the spec says: the largest fragment of a salt, no

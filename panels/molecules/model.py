@@ -53,6 +53,11 @@ DIVERSITY_SAMPLE = 2000  # pairwise distances over an even sample of a bigger se
 HISTOGRAM_BINS = 24
 HISTOGRAM_SAMPLE = 2000
 FLAGS = ("", "accepted", "rejected", "flagged")
+# Exports write each entry's mark to this SD tag / CSV column ("unmarked" for none); opening such
+# a file again restores the marks instead of showing the column.
+FLAG_COLUMN = "flag"
+UNMARKED = "unmarked"
+FOREIGN_FLAG_COLUMN = "flag (file)"  # a file's own ``flag`` column that holds other values
 NUMBERING_COLUMNS = ("chain type", *CDRS, "CDR3 length")  # table columns once numbered
 
 
@@ -217,6 +222,7 @@ class MoleculeSetModel:
         found = read_molecules(path, limit=limit)
         self.path = str(path)
         self.entries = [_entry(record) for record in found.records]
+        _restore_marks(self.entries)
         self.problems = found.problems
         self._reset()
 
@@ -281,8 +287,11 @@ class MoleculeSetModel:
         return any(entry.kind == "molecule" for entry in self.entries[:1000])
 
     def file_columns(self) -> list[str]:
-        """The file's own columns (first appearance order, from the first 200 entries)."""
-        return list(dict.fromkeys(k for entry in self.entries[:200] for k in entry.props))
+        """The file's own columns (first appearance order, from the first 200 entries), less
+        those ``value`` computes itself (an exported file carries the descriptors back)."""
+        computed = {*DESCRIPTOR_NAMES, *NUMBERING_COLUMNS}
+        return list(dict.fromkeys(k for entry in self.entries[:200] for k in entry.props
+                                  if k not in computed))
 
     def value(self, index: int, name: str) -> float | str | None:
         entry = self.entries[index]
@@ -549,6 +558,22 @@ def _entry(record) -> Entry:
         return Entry("", record.name, record.location, kind="structure",
                      detail=f"{len(record.atoms)} atoms; {chains}", record=record)
     return Entry(record.smiles, record.name, record.location, dict(record.props), record=record)
+
+
+def _restore_marks(entries: list[Entry]) -> None:
+    """Marks an exported SDF or CSV carries in its ``flag`` tag or column go back onto the
+    entries (and out of their properties). A ``flag`` column with any other value is the
+    file's own: it stays a property, renamed so the mark column does not hide it."""
+    words = {UNMARKED: "", **{flag: flag for flag in FLAGS}}
+    carrying = [entry for entry in entries if FLAG_COLUMN in entry.props]
+    values = [entry.props[FLAG_COLUMN] for entry in carrying]
+    marks = all(isinstance(v, str) and v.strip().lower() in words for v in values)
+    for entry in carrying:
+        if marks:
+            entry.flag = words[entry.props.pop(FLAG_COLUMN).strip().lower()]
+        else:
+            entry.props = {FOREIGN_FLAG_COLUMN if key == FLAG_COLUMN else key: value
+                           for key, value in entry.props.items()}
 
 
 def _fingerprints(smiles: list[str], pause: Callable[[], Any] = lambda: None) -> np.ndarray:

@@ -238,6 +238,21 @@ def test_jain_antibodies_read_as_vh_and_vl_with_measured_properties():
         read_jain_antibodies(directory.parent)
 
 
+def test_moses_draws_are_the_same_valid_smiles_for_the_same_seed(monkeypatch):
+    from engine.io.molecules import load_moses, moses_path
+
+    assert moses_path().name == "train.csv.gz" and moses_path().is_file()
+    drawn = load_moses(4, seed=0)
+    assert drawn == [  # what kCGM pretrains on and Branching Flows embeds: keep the draw stable
+        "N#Cc1cc(C2CC2)nc(N2CCN(c3ccccc3)CC2)n1", "CC(C)Oc1ccc(Cn2cnc3sccc3c2=O)cc1",
+        "Cc1nc(-c2cccc(NC(=O)c3scnc3C3CC3)c2)n[nH]1", "Cc1cc(C)nc(SC(C)C(=O)Nc2nccs2)n1"]
+    assert load_moses(4, seed=0) == drawn and load_moses(4, seed=7)[0] != drawn[0]
+    assert all(parse_smiles(s) is not None for s in load_moses(50, seed=3))
+    monkeypatch.setattr(molecules.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="molsets"):
+        moses_path()
+
+
 def test_a_generation_trajectory_is_inspected_as_frames(tmp_path, with_molecule_formats):
     frames = [("t=0.000", ["X 0 0 0"]), ("t=0.500", ["X 0 0 0", "X 2 0 0"]),
               ("t=1.000", ["O 0.0 0.0 0.0", "H 0.96 0.0 0.0", "H -0.24 0.93 0.0"])]

@@ -1,6 +1,7 @@
 """Exports of the molecule panel: the selected rows (or all shown) as SMILES, SDF, FASTA and
-PDB read back with RDKit, gemmi and our own readers; refusals where a format cannot hold the
-selection; the histogram as PNG, SVG and (engine-rendered) PDF."""
+PDB read back with RDKit, gemmi and our own readers; an exported SDF or CSV opened again brings
+its accept/reject/flag marks back; refusals where a format cannot hold the selection; the
+histogram as PNG, SVG and (engine-rendered) PDF."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel
 
-from engine.io.molecules import read_fasta, read_pdb, read_sdf, read_smiles
+from engine.io.molecules import DESCRIPTOR_NAMES, read_fasta, read_pdb, read_sdf, read_smiles
 from panels.molecules import MANIFEST
+from panels.molecules.model import FOREIGN_FLAG_COLUMN, MoleculeSetModel
 from panels.molecules.view import TAB_3D, TAB_HISTOGRAMS
 from tests.panels.molecules.test_geometry_and_sequence import peptide_pdb
 
@@ -65,6 +67,52 @@ def test_selected_molecules_as_smiles_sdf_and_pdb(panel, molecules, tmp_path):
                                               heavy_and_hydrogens("CC(=O)Oc1ccccc1C(=O)O")]
     positions = np.array([(a.x, a.y, a.z) for a in models[1].atoms])
     assert np.ptp(positions[:, 2]) > 0.5  # really 3-D
+
+
+@pytest.mark.parametrize("suffix", [".sdf", ".csv"])
+def test_marks_come_back_when_an_exported_file_is_opened(panel, molecules, tmp_path, suffix):
+    assert panel.open_file(molecules)
+    for row, mark in ((0, "accepted"), (1, "rejected"), (3, "flagged")):  # aspirin: unmarked
+        panel.select_row(row)
+        panel.set_flag(mark)
+    assert panel.open_file(panel.export_set(tmp_path / f"marked{suffix}"))
+    entries = panel.model.entries
+    assert [(e.name, e.flag) for e in entries] == [
+        ("ethanol", "accepted"), ("phenol", "rejected"), ("aspirin", ""), ("decane", "flagged")]
+    assert not any("flag" in e.props for e in entries)
+    assert "flag" not in panel.model.file_columns()
+    # the exported descriptors are computed columns already: not shown a second time
+    assert not set(DESCRIPTOR_NAMES) & set(panel.model.file_columns())
+    columns = panel.table_model.columns
+    assert columns.count("flag") == 1 and len(columns) == len(set(columns))
+    flag = columns.index("flag")
+    assert [panel.table_model.data(panel.table_model.index(row, flag))
+            for row in range(4)] == ["accepted", "rejected", "", "flagged"]
+    panel.select_row(2)
+    panel.set_flag("rejected")  # a restored set is marked (and exported) like any other
+    assert [e.flag for e in read_marks(panel.export_set(tmp_path / f"again{suffix}"))] == \
+        ["accepted", "rejected", "rejected", "flagged"]
+
+
+def read_marks(path):
+    model = MoleculeSetModel()
+    model.load(path)
+    return model.entries
+
+
+def test_a_files_own_flag_column_stays_a_column(tmp_path):
+    """Only the marks the panel writes are taken as marks; other values are the file's data,
+    kept under a name the mark column does not hide."""
+    path = tmp_path / "own.csv"
+    path.write_text("smiles,name,flag\nCCO,ethanol,accepted\nCCC,propane,needs review\n"
+                    "CCCC,butane,\n")
+    model = MoleculeSetModel()
+    model.load(path)
+    assert [e.flag for e in model.entries] == ["", "", ""]
+    assert [e.props.get(FOREIGN_FLAG_COLUMN) for e in model.entries] == [
+        "accepted", "needs review", None]
+    assert model.file_columns() == [FOREIGN_FLAG_COLUMN]
+    assert model.value(1, FOREIGN_FLAG_COLUMN) == "needs review"
 
 
 def test_nothing_selected_exports_every_shown_row_and_says_so(panel, molecules, tmp_path):
