@@ -1022,7 +1022,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self._idle.wait(timeout=IDLE_WAIT_S)
 
     def wait_computed(self, timeout_ms: int = 30_000) -> bool:
-        """Block until the queued background work is done (tests, closing)."""
+        """Block until the queued background work is done (tests, closing). A blocked main
+        thread cannot be scrolling, and its idle timer cannot fire: resume paused loops now."""
+        self._idle_timer.stop()
+        self._idle.set()
         return self.pool.waitForDone(timeout_ms)
 
     def _on_computed(self, what: str, generation: int, result: Any) -> None:
