@@ -677,13 +677,25 @@ def _sniff_scene(path: Path, head: bytes) -> int:
 
 
 def _inspect_scene(path: Path) -> dict:
+    from engine.crowd.social_force import scene_params  # it imports this module
+
     scene = read_scene(path)
+    params = scene_params(scene)
     return {"summary": {"buildings": len(scene.buildings), "obstacles": len(scene.obstacles),
                         "groups": len(scene.groups), "agents": scene.agents,
-                        "frames": scene.frames, "duration_s": scene.duration_s},
+                        "frames": scene.frames, "duration_s": scene.duration_s,
+                        "social_force": _social_force_source(scene.social_force),
+                        "desired_speed_mps": params.desired_speed_mps},
             "metadata": {"ground_m": list(scene.ground.size),
                          "camera_keyframes": len(scene.camera), "fps": scene.fps,
-                         "prompt": scene.prompt}}
+                         "prompt": scene.prompt, "social_force": params.to_dict()}}
+
+
+def _social_force_source(block: SocialForce | None) -> str:
+    """Where a scene's social-force parameters come from, in the editor's words."""
+    if block is None:
+        return "model defaults"
+    return f"fitted to {block.fitted_to}" if block.fitted_to else "set by hand"
 
 
 FORMATS = [

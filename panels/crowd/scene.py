@@ -5,9 +5,12 @@ Every edit builds the whole next scene as plain data and validates it with the s
 model that ``engine.io.crowd.read_scene`` uses, so what the editor accepts the engine can read
 and a building over a group's spawn point, a box off the ground or two camera keyframes at one
 time are refused (``SceneError``, with the field and the reason). An accepted edit is one
-``SceneEdit`` (the scene before and after, as JSON): applying it twice changes nothing, so the
-autosaved history replays safely onto a file that already holds it. Each change is written
-back to the scene file atomically.
+``SceneEdit`` (the scene before and after, as JSON). An edit changes only the scene it was made
+on: applied, it takes the scene from its "before" to its "after" and reverted back, and on any
+other scene (another file, one changed since, one the editor has left) it does nothing. So the
+autosaved history replays safely onto a file that already holds it, or holds more, and an
+undo on the window's one history, pressed after the editor moved to another scene, leaves both
+scenes as they are. Each change is written back to the scene file atomically.
 
 The scene also carries the social-force parameters its groups walk with (``social_force``:
 absent for the model's defaults, else every parameter, fitted to a real recording or set by
@@ -80,10 +83,10 @@ class SceneEdit:
     after: dict
 
     def apply(self, model: SceneModel) -> None:
-        model.set_data(self.after)
+        model.change(self.before, self.after)
 
     def revert(self, model: SceneModel) -> None:
-        model.set_data(self.before)
+        model.change(self.after, self.before)
 
     def to_json(self) -> dict:
         return {"type": "scene_edit", "label": self.label, "before": self.before,
@@ -105,6 +108,12 @@ class SceneModel:
         self.scene = read_scene(self.path) if self.path is not None and self.path.is_file() \
             else validated(DEFAULT_SCENE)
         self.events = Events("scene")
+        self.closed = False
+
+    def close(self) -> None:
+        """The editor left this scene: its edits, still on the window's history, no longer
+        change it (an undo must not rewrite a file the user no longer sees)."""
+        self.closed = True
 
     @property
     def document(self) -> str:
@@ -113,6 +122,15 @@ class SceneModel:
     @property
     def data(self) -> dict:
         return self.scene.model_dump(mode="json")
+
+    def change(self, made_on: dict, data: dict) -> None:
+        """Take ``data`` if the scene is ``made_on`` (an edit's one side); a closed model, a
+        scene that already is ``data`` or another scene stay as they are."""
+        if self.closed:
+            return
+        current = self.data
+        if current != _normal(data) and current == _normal(made_on):
+            self.set_data(data)
 
     def set_data(self, data: dict) -> None:
         """Take a scene (already validated by the edit that carries it) and save it."""
@@ -295,6 +313,11 @@ def simulate(scene: Scene, seed: int = 0) -> Tracks:
     """The scene's groups walked by the social force with the scene's parameters."""
     sim, _ = simulate_scene(scene, scene_params(scene), seed)
     return tracks_from_array(sim.positions, scene.fps, alive=sim.alive)
+
+
+def _normal(data: dict) -> dict:
+    """A scene's JSON as ``SceneModel.data`` has it (defaults filled in, tuples as lists)."""
+    return validated(data).model_dump(mode="json")
 
 
 def _check_kind(kind: str) -> None:

@@ -7,7 +7,9 @@ or its corner handle to resize it; Delete removes the selection), Building and O
 (click the camera's position, then the point it looks at: a keyframe at the clock's current
 frame, at the height chosen). Every change is one ``SceneEdit`` through ``host.push_edit``
 (undoable, autosaved) and is written to the scene JSON; an edit that would make the scene
-invalid is refused with the reason.
+invalid is refused with the reason. "Save scene as…" keeps the scene's history (its edits now
+write the new file); opening another scene or a new one closes the scene before, so undo on the
+window's history never changes a scene the editor no longer shows.
 
 With the Select tool, the "people" and "speed" boxes edit the selected group (otherwise they
 set the next group spawned; a speed of "scene's" walks at the social force's desired speed).
@@ -250,7 +252,9 @@ class SceneEditor(QWidget):
 
     def _take_model(self, model: SceneModel) -> None:
         self._unsubscribe_scene()
-        self._fit += 1  # a fit still running was for the scene before
+        self.model.close()  # its edits on the window's history must not change it any more
+        self._fit += 1  # a fit or a simulation still running was for the scene before
+        self._simulation += 1
         self.model = model
         self._unsubscribe_scene = model.events.connect("scene", lambda scene: self.redraw())
         self.selection, self.pending, self.tracks = None, [], None
@@ -491,8 +495,11 @@ class SceneEditor(QWidget):
                 self.show_tracks(tracks)
                 self.redraw()
 
-        self.run_in_pool(lambda: simulate(scene), done,
-                         lambda message: self.status.setText(f"simulation failed: {message}"))
+        def failed(message: str) -> None:
+            if generation == self._simulation:
+                self.status.setText(f"simulation failed: {message}")
+
+        self.run_in_pool(lambda: simulate(scene), done, failed)
 
     def render(self) -> None:
         if self.model.path is None:
@@ -581,6 +588,7 @@ class SceneEditor(QWidget):
 
     def closeEvent(self, event) -> None:
         self._unsubscribe_scene()
+        self.model.close()  # undo after the panel closed must not rewrite its scene
         self._fit += 1  # a running fit stops at its next step
         super().closeEvent(event)
 

@@ -153,6 +153,31 @@ def test_scene_reads_and_inspects(tmp_path):
     assert crowd.Scene.model_validate_json(crowd.scene_to_json(scene)) == scene
 
 
+def test_inspect_reports_the_scenes_social_force(tmp_path, capsys):
+    from engine.cli import main
+    from engine.crowd.social_force import SocialForceParams
+
+    path = tmp_path / "plaza.json"
+    path.write_text(json.dumps(SCENE))
+    summary = inspect_file(path)["summary"]
+    assert summary["social_force"] == "model defaults"
+    assert summary["desired_speed_mps"] == SocialForceParams().desired_speed_mps
+    fitted = {**SocialForceParams().to_dict(), "desired_speed_mps": 1.05,
+              "fitted_to": "crowds_zara01.txt"}
+    path.write_text(json.dumps({**SCENE, "social_force": fitted}))
+    report = inspect_file(path)
+    assert report["summary"]["social_force"] == "fitted to crowds_zara01.txt"
+    assert report["summary"]["desired_speed_mps"] == 1.05
+    assert report["metadata"]["social_force"]["relaxation_s"] == fitted["relaxation_s"]
+    path.write_text(json.dumps({**SCENE, "social_force": {**fitted, "fitted_to": "",
+                                                          "desired_speed_mps": 0.8}}))
+    summary = inspect_file(path)["summary"]
+    assert summary["social_force"] == "set by hand" and summary["desired_speed_mps"] == 0.8
+    assert main(["inspect", str(path)]) == 0  # what `studio-engine inspect` prints
+    printed = capsys.readouterr().out
+    assert "social_force: set by hand" in printed and "desired_speed_mps: 0.8" in printed
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda s: s["buildings"][0].update(size=[6, -1]), "buildings.0: box size [6.0, -1.0]"),
     (lambda s: s["buildings"][0].update(center=[14, 5]), "reaches outside"),

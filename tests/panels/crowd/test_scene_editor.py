@@ -2,7 +2,8 @@
 reader), undo through the window's history restores it, invalid geometry is refused, the
 simulation of an edited scene walks round a new building, "Render coarse" submits it, the
 social-force parameters (defaults, fitted to a real recording, typed in) travel with the
-scene file and change the simulation, and a placed group's size and speed can be edited."""
+scene file and change the simulation, a placed group's size and speed can be edited, and
+undo never changes a scene the editor has left."""
 
 from __future__ import annotations
 
@@ -96,13 +97,13 @@ def test_groups_paths_and_camera_keyframes(scene_file):
 
 
 class UndoHost:
-    """The test FakeHost with the window's real undo history."""
+    """The test FakeHost with the window's real undo history (autosaved in ``workspace``)."""
 
-    def __init__(self, fake_host) -> None:
+    def __init__(self, fake_host, workspace=None) -> None:
         from studio.undo import EditHistory
 
         self.fake = fake_host
-        self.history = EditHistory()
+        self.history = EditHistory(workspace)
 
     def __getattr__(self, name):
         return getattr(self.fake, name)
@@ -110,14 +111,18 @@ class UndoHost:
     def push_edit(self, document, command, model) -> None:
         self.history.push(document, command, model)
 
+    def restore_edits(self, document, model, decode) -> int:
+        return self.history.restore(document, model, decode)
+
 
 @pytest.fixture
-def panel(make_widget, fake_host):
+def panel(make_widget, fake_host, tmp_path):
     from engine.methods import c2r
+    from engine.workspace import Workspace
     from panels.crowd.view import CrowdPanel
 
     fake_host._params.update({spec.id: spec.params for spec in c2r.SPECS})
-    return make_widget(CrowdPanel, UndoHost(fake_host))
+    return make_widget(CrowdPanel, UndoHost(fake_host, Workspace(tmp_path / "workspace")))
 
 
 def test_editor_clicks_change_the_json_and_undo_restores_it(panel, scene_file):
@@ -359,7 +364,8 @@ def test_parameters_are_saved_with_the_scene_and_change_the_walk(scene_file):
     walk = simulate(reopened.scene)
     assert same_walk(walk, simulate(model.scene))  # it re-simulates the same way
     assert not same_walk(walk, default_walk)
-    model.propose_parameter("relaxation_s", 1.5).apply(model)
+    by_hand = model.propose_parameter("relaxation_s", 1.5)
+    by_hand.apply(model)
     scene = read_scene(scene_file)
     assert scene.social_force.fitted_to == "" and scene.social_force.relaxation_s == 1.5
     assert scene.social_force.desired_speed_mps == 2.2  # the others are kept
@@ -368,6 +374,7 @@ def test_parameters_are_saved_with_the_scene_and_change_the_walk(scene_file):
         model.propose_parameter("relaxation_s", 0.0)
     with pytest.raises(SceneError, match="unknown social-force parameter"):
         model.propose_parameter("mass", 80)
+    by_hand.revert(model)  # undone in order, as the history does
     edit.revert(model)
     assert read_scene(scene_file).social_force is None
     assert same_walk(simulate(SceneModel(scene_file).scene), default_walk)
@@ -495,3 +502,95 @@ def test_a_fit_overtaken_by_another_choice_is_dropped(panel, scene_file, qtbot):
     assert editor.model.params_source == "default" and read_scene(scene_file).social_force is None
     assert panel.host.history.stack.count() == 0 and not panel.host.errors
     assert editor.params_status.text() == ""
+
+
+OTHER = {**CROSSING, "duration_s": 10, "obstacles": [{"center": [0, 8], "size": [1, 1]}]}
+
+
+@pytest.mark.parametrize("switch", ["open", "new"])
+def test_undo_after_switching_scenes_leaves_the_scene_before_alone(panel, scene_file, tmp_path,
+                                                                   switch):
+    """Undo of an edit made on scene A, once the editor shows another scene, changes neither
+    that scene nor A (nor A's saved copy); the new scene's own edits undo and redo."""
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.tool_box.setCurrentText("Building")
+    editor.click(0.0, 6.0)
+    saved = tmp_path / "copy.json"
+    editor.save_as(saved)  # the edits stay with the scene, now in its new file
+    editor.click(8.0, -6.0)
+    first, edited = editor.model, read_scene(saved).model_dump()
+    assert len(first.scene.buildings) == 2 and len(read_scene(scene_file).buildings) == 1
+    if switch == "open":
+        other = tmp_path / "other.json"
+        other.write_text(json.dumps(OTHER))
+        panel.open_file(other)
+    else:
+        editor.new_scene()
+        other = editor.model.path
+    untouched = read_scene(other).model_dump()
+    stack = panel.host.history.stack
+    for step in (stack.undo, stack.undo, stack.redo):
+        step()
+        assert read_scene(other).model_dump() == untouched
+        assert editor.model.scene.model_dump() == untouched
+        assert read_scene(saved).model_dump() == edited and len(first.scene.buildings) == 2
+        assert len(read_scene(scene_file).buildings) == 1
+
+    editor.click(-6.0, 6.0)  # a building on the scene shown now
+    assert len(read_scene(other).buildings) == 1
+    stack.undo()
+    assert read_scene(other).model_dump() == untouched
+    stack.redo()
+    assert len(read_scene(other).buildings) == 1 == len(editor.model.scene.buildings)
+    assert read_scene(saved).model_dump() == edited
+
+
+def test_reopening_a_scene_after_switching_keeps_its_edits(panel, scene_file, tmp_path):
+    """An undo pressed while another scene was shown changed nothing, so the autosaved
+    edits replayed when the scene opens again must not rewind its file either."""
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.tool_box.setCurrentText("Building")
+    editor.click(0.0, 6.0)
+    editor.click(8.0, -6.0)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(OTHER))
+    panel.open_file(other)
+    panel.host.history.stack.undo()
+    panel.open_file(scene_file)
+    assert len(read_scene(scene_file).buildings) == 2 == len(editor.model.scene.buildings)
+    editor.click(-6.0, 6.0)
+    stack = panel.host.history.stack
+    stack.undo()
+    assert len(read_scene(scene_file).buildings) == 2
+    assert read_scene(other).model_dump() == read_scene_data(OTHER)
+
+
+def test_a_saved_edit_changes_only_the_scene_it_was_made_on(scene_file):
+    model = SceneModel(scene_file)
+    first = model.propose_add_box("buildings", (0, 6))
+    first.apply(model)
+    second = model.propose_add_box("obstacles", (6, 6))
+    second.apply(model)
+    replayed = decode(json.loads(json.dumps(first.to_json())))
+    replayed.apply(model)  # made on the scene without the obstacle: not this one
+    replayed.revert(model)
+    scene = read_scene(scene_file)
+    assert len(scene.buildings) == 1 and len(scene.obstacles) == 1
+    second.revert(model)
+    replayed.revert(model)  # now the scene is the one it made
+    assert read_scene(scene_file).model_dump() == read_scene_data(CROSSING)
+
+
+def test_a_simulation_of_the_scene_before_is_not_shown_on_the_next(panel, scene_file, tmp_path,
+                                                                  qtbot):
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.simulate()
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(OTHER))
+    panel.open_file(other)  # before the simulation's end reaches the main thread
+    assert panel.pool.waitForDone(60_000)
+    qtbot.wait(50)
+    assert editor.tracks is None and panel.model.tracks is None
