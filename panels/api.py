@@ -61,4 +61,8 @@ class PanelHost(Protocol):
 
     def push_edit(self, document: str, command: EditCommand, model: Any) -> None: ...
 
+    def forget_edits(self, document: str) -> None:
+        """The panel left ``document`` (opened another, closed it): its steps leave the undo
+        history, nothing is reverted, and its autosaved edits stay for when it is reopened."""
+
     def show_error(self, title: str, message: str) -> None: ...

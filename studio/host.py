@@ -71,6 +71,10 @@ class StudioHost:
         """Applies ``command`` to ``model`` (through the undo stack) and autosaves it."""
         self._window.history.push(document, command, model)
 
+    def forget_edits(self, document: str) -> None:
+        """Takes the document's steps off the window's undo stack (its autosave stays)."""
+        self._window.history.forget(document)
+
     def show_error(self, title: str, message: str) -> None:
         self._window.show_error(title, message)
 

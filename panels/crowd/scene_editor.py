@@ -8,8 +8,10 @@ or its corner handle to resize it; Delete removes the selection), Building and O
 frame, at the height chosen). Every change is one ``SceneEdit`` through ``host.push_edit``
 (undoable, autosaved) and is written to the scene JSON; an edit that would make the scene
 invalid is refused with the reason. "Save scene as…" keeps the scene's history (its edits now
-write the new file); opening another scene or a new one closes the scene before, so undo on the
-window's history never changes a scene the editor no longer shows.
+write the new file); opening another scene or a new one, or closing the editor, closes the scene
+before and takes its steps off the window's history (``host.forget_edits``; its autosaved edits
+stay, replayed when it is opened again), so Undo never changes, nor spends a press on, a scene
+the editor no longer shows.
 
 With the Select tool, the "people" and "speed" boxes edit the selected group (otherwise they
 set the next group spawned; a speed of "scene's" walks at the social force's desired speed).
@@ -91,6 +93,7 @@ class SceneEditor(QWidget):
         self.render_scene = render
         self.model = SceneModel()
         self._unsubscribe_scene = self.model.events.connect("scene", lambda scene: self.redraw())
+        self._documents = {self.model.document}  # of the scene's steps ("Save as" adds one)
         self.selection: tuple[str, int] | None = None
         self.pending: list[tuple[float, float]] = []  # clicks of a group, path or camera
         self.tracks: Tracks | None = None
@@ -251,12 +254,12 @@ class SceneEditor(QWidget):
         self.status.setText(f"saved {path}")
 
     def _take_model(self, model: SceneModel) -> None:
-        self._unsubscribe_scene()
-        self.model.close()  # its edits on the window's history must not change it any more
+        self._leave_scene()
         self._fit += 1  # a fit or a simulation still running was for the scene before
         self._simulation += 1
         self.model = model
         self._unsubscribe_scene = model.events.connect("scene", lambda scene: self.redraw())
+        self._documents = {model.document}
         self.selection, self.pending, self.tracks = None, [], None
         self.redraw()
         self.plot.autoRange()
@@ -288,6 +291,7 @@ class SceneEditor(QWidget):
             return False
         if self.model.path is None:
             self.model.save(scratch_folder(self.host) / "scene.json")
+        self._documents.add(self.model.document)
         self.host.push_edit(self.model.document, edit, self.model)
         self.status.setText(edit.label)
         return True
@@ -586,9 +590,19 @@ class SceneEditor(QWidget):
         self.plot.addItem(item)
         self._items.append(item)
 
-    def closeEvent(self, event) -> None:
+    def _leave_scene(self) -> None:
+        """The scene stops changing (a step still somewhere must not rewrite its file) and its
+        steps leave the window's history, so Undo reaches the edits still shown."""
         self._unsubscribe_scene()
-        self.model.close()  # undo after the panel closed must not rewrite its scene
+        self._unsubscribe_scene = lambda: None  # closing twice leaves nothing more
+        self.model.close()
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        for document in sorted(self._documents) if callable(forget) else ():
+            forget(document)
+        self._documents = set()
+
+    def closeEvent(self, event) -> None:
+        self._leave_scene()
         self._fit += 1  # a running fit stops at its next step
         super().closeEvent(event)
 

@@ -10,9 +10,9 @@ A BrainWorld generation (``brainworld.generate``'s NIfTI) opened over a real run
 generated layer: a second row of planes under the real ones, on the same cursor and the same
 clock (its sidecar says which real frame it follows), its voxel time course beside the real
 one, and its quality-check plots; chunks are kept or discarded and the time range cropped
-through the host's undo stack, and a region (a sphere or box at the cursor, or an atlas's
-labels) masked. The time axis exports as MP4 (imageio-ffmpeg), figures as
-PNG, SVG or PDF.
+through the host's undo stack (a layer replaced or closed takes its steps off it, keeping its
+autosave), and a region (a sphere or box at the cursor, or an atlas's labels) masked. The
+time axis exports as MP4 (imageio-ffmpeg), figures as PNG, SVG or PDF.
 """
 
 from __future__ import annotations
@@ -775,8 +775,10 @@ class FmriPanel(QWidget):
         except (FormatError, ValueError) as exc:
             return self._fail("Cannot open the generated run", str(exc))
         layer = GeneratedLayer.open(path, volume)
-        for old in [existing for existing in self.layers.layers if existing.path == path]:
+        replaced = [existing for existing in self.layers.layers if existing.path == path]
+        for old in replaced:
             old.volume.close()
+        self._forget_edits(replaced)  # its saved edits are replayed onto the new layer next
         self.layers.add(layer)
         restore = getattr(self._host, "restore_edits", None)
         if callable(restore):
@@ -947,11 +949,20 @@ class FmriPanel(QWidget):
         if made:
             self.open_generated(Path(self._host.run_dir(job)) / made)
 
+    def _forget_edits(self, dropped: list[GeneratedLayer]) -> None:
+        """Dropped layers' steps leave the window's history (their undo would find no layer);
+        their autosaved edits stay, replayed when the run is opened again."""
+        forget = getattr(self._host, "forget_edits", None)  # no host, or one without history
+        for layer in dropped if callable(forget) else ():
+            forget(layer.document)
+
     def _close_layers(self) -> None:
+        dropped = list(self.layers.layers)
         with self.model.lock:
             self.model.set_compare(None)
             self.model.clock_frames = 0
             self.layers.close()
+        self._forget_edits(dropped)
         self.active_layer = None
         self.generated_course = None
         self.generated_curve.setData([], [])
@@ -1155,9 +1166,11 @@ class FmriPanel(QWidget):
         self._play_timer.stop()
         self._render_timer.stop()
         self.slicer.stop()
+        dropped = list(self.layers.layers)
         with self.model.lock:
             self.layers.close()
             self.model.close()
+        self._forget_edits(dropped)
 
 
 def _robust_range(values: np.ndarray) -> tuple[float, float]:

@@ -75,6 +75,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging: str | None = None                 # "move" or "draw" while a drag edits
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
+        self._document: str | None = None   # whose steps this panel put on the window's history
         self._generation = 0
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_checks)
@@ -312,6 +313,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.canvas.redraw()
         if self.stack_view is not None:
             self.stack_view.set_model(model)
+        self._leave_document()
+        self._document = model.document
         restored = 0
         restore = getattr(self.host, "restore_edits", None)
         if callable(restore):
@@ -332,6 +335,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._fill_stats_table()
         self._start_checks()
         self._on_selected()
+
+    def _leave_document(self) -> None:
+        """The design before (or this one, re-read from its file, whose saved edits are replayed
+        next) is gone: its steps leave the window's history, its autosaved edits stay."""
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        if self._document is not None and callable(forget):
+            forget(self._document)
 
     def _fill_layers(self) -> None:
         self.layer_tree.blockSignals(True)
@@ -914,3 +924,4 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def shutdown(self) -> None:
         self.worker.stop()
         self.jobs.close()
+        self._leave_document()  # an undo after closing must not rewrite a hidden design

@@ -68,6 +68,7 @@ class FakeHost:
         self.cancelled: list[tuple[str, bool]] = []
         self.requests: list[tuple[str, dict]] = []
         self.errors: list[tuple[str, str]] = []
+        self.forgotten: list[str] = []  # documents the panel left (forget_edits)
         self.early_events = False   # emit "queued" before answering job_accepted
 
     def methods(self) -> list[dict]:
@@ -131,6 +132,9 @@ class FakeHost:
 
     def push_edit(self, document, command, model) -> None:
         command.apply(model)
+
+    def forget_edits(self, document: str) -> None:
+        self.forgotten.append(document)
 
     def show_error(self, title: str, message: str) -> None:
         self.errors.append((title, message))

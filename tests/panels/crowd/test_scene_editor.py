@@ -111,6 +111,9 @@ class UndoHost:
     def push_edit(self, document, command, model) -> None:
         self.history.push(document, command, model)
 
+    def forget_edits(self, document) -> None:
+        self.history.forget(document)
+
     def restore_edits(self, document, model, decode) -> int:
         return self.history.restore(document, model, decode)
 
@@ -594,3 +597,35 @@ def test_a_simulation_of_the_scene_before_is_not_shown_on_the_next(panel, scene_
     assert panel.pool.waitForDone(60_000)
     qtbot.wait(50)
     assert editor.tracks is None and panel.model.tracks is None
+
+
+def test_one_undo_after_opening_another_scene_reverts_its_edit(panel, scene_file, tmp_path):
+    """The scene left takes its steps off the window's history (no dead Undo presses, none
+    in the Edit history), yet reopening it replays its autosaved edits; closing the panel
+    takes the shown scene's steps off too."""
+    panel.open_file(scene_file)
+    editor = panel.scene_editor
+    editor.tool_box.setCurrentText("Building")
+    editor.click(0.0, 6.0)
+    copy = tmp_path / "copy.json"
+    editor.save_as(copy)  # the scene's steps now come under two documents
+    editor.click(8.0, -6.0)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(OTHER))
+    panel.open_file(other)
+    editor.click(-6.0, 6.0)
+    history = panel.host.history
+    assert history.stack.count() == 1 == len(history.applied(editor.model.document))
+    history.stack.undo()  # the first press reverts the edit shown
+    assert read_scene(other).model_dump() == read_scene_data(OTHER)
+    assert editor.model.scene.buildings == [] and not history.stack.canUndo()
+    assert len(read_scene(copy).buildings) == 2 and len(read_scene(scene_file).buildings) == 1
+
+    panel.open_file(copy)
+    assert len(editor.model.scene.buildings) == 2
+    assert [history.stack.text(i) for i in range(history.stack.count())] == ["Add building"]
+    history.stack.undo()  # the replayed edit made after "Save as"
+    assert len(read_scene(copy).buildings) == 1
+    history.stack.redo()
+    panel.close()
+    assert history.stack.count() == 0 and len(read_scene(copy).buildings) == 2

@@ -40,6 +40,9 @@ class UndoHost(FakeHost):
     def push_edit(self, document, command, model) -> None:
         self.history.push(document, command, model)
 
+    def forget_edits(self, document) -> None:
+        self.history.forget(document)
+
 
 @pytest.fixture
 def host(tmp_path, qapp):

@@ -355,3 +355,51 @@ def test_mask_at_cursor_shows_is_undoable_and_replayed(panel, qtbot, runs, host,
     assert again.active_layer.masks == layer.masks
     decode(host.saved[layer.document][0]).revert(panel.layers)   # what the undo stack does
     np.testing.assert_array_equal(panel.model.compare.frame(2), generated[..., 2])
+
+
+class UndoHost(FakeHost):
+    """A FakeHost whose edits go through the shell's own undo history, autosaved."""
+
+    def __init__(self, run_root: Path, workspace) -> None:
+        from studio.undo import EditHistory
+
+        super().__init__(run_root)
+        self.history = EditHistory(workspace)
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+    def restore_edits(self, document, model, decode) -> int:
+        return self.history.restore(document, model, decode)
+
+    def forget_edits(self, document) -> None:
+        self.history.forget(document)
+
+
+def test_a_replaced_or_closed_layer_takes_its_steps_off_the_history(make_widget, qtbot, runs,
+                                                                    tmp_path, workspace) -> None:
+    """Undo never reaches a layer that is gone (its revert would find no layer, or revert the
+    replayed edit twice); the layer's autosaved edits stay for the next opening."""
+    real_path, gen_path, _, _ = runs
+    host = UndoHost(tmp_path / "runs", workspace)
+    panel = make_widget(FmriPanel, host)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.open_file(real_path)
+    panel.open_file(gen_path)
+    document = panel.active_layer.document
+    panel.set_time(FIRST + 5)
+    assert panel.toggle_chunk()
+    assert panel.crop_layer(0, 10)
+    stack = host.history.stack
+    stack.undo()  # the crop: redo-able, so not saved
+    panel.open_generated(gen_path)  # opened again: a new layer, the saved discard replayed
+    layer = panel.active_layer
+    assert layer.discarded == {1} and layer.crop == (0, FRAMES)
+    assert [stack.text(i) for i in range(stack.count())] == [f"Discard chunk 1 of {layer.name}"]
+    stack.undo()  # one press, on the layer shown
+    assert layer.discarded == set() and not stack.canUndo()
+    stack.redo()
+    panel.open_file(real_path)  # a new real run: the layers close
+    assert stack.count() == 0 and panel.active_layer is None and not host.errors
+    assert [e["type"] for e in workspace.load_edits(document)] == ["set_chunk_kept"]

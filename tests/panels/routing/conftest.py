@@ -77,6 +77,9 @@ class UndoHost(FakeHost):
     def push_edit(self, document, command, model) -> None:
         self.history.push(document, command, model)
 
+    def forget_edits(self, document) -> None:
+        self.history.forget(document)
+
     def restore_edits(self, document, model, decode_edit) -> int:
         return self.history.restore(document, model, decode_edit)
 

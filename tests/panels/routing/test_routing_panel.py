@@ -406,3 +406,37 @@ def test_the_shell_opens_a_def_here_and_undoes_its_edits(main_window, qtbot, gcd
         np.testing.assert_array_equal(a, b)
     assert main_window.workspace.load_edits(panel.model.document) == []
     panel.shutdown()
+
+
+def test_opening_another_design_takes_the_first_ones_steps_off_the_history(
+        panel, host, small_def) -> None:
+    """One Undo after opening another design reverts that design's edit (no dead press for
+    the design left); the design left replays its autosaved edit when it opens again."""
+    other = small_def.with_name("other.def")
+    other.write_text(small_def.read_text())
+
+    def add_wire(y: int) -> None:
+        panel.select_net("a", focus=False)
+        assert panel.add_segment("metal2", (2000, y), (6000, y))
+
+    def wires() -> int:
+        design = panel.model.design
+        return len(design.net_wiring(design.net_index("a"))[0])
+
+    assert panel.open_design(small_def, None)
+    plain = wires()
+    add_wire(5000)
+    add_wire(7000)
+    first = panel.model.document
+    assert panel.open_design(other, None)
+    add_wire(5000)
+    stack = host.history.stack
+    assert stack.count() == 1 == len(host.history.applied(panel.model.document))
+    stack.undo()
+    assert wires() == plain and not stack.canUndo()
+    assert len(host.history.workspace.load_edits(first)) == 2  # kept for when it reopens
+    assert panel.open_design(small_def, None)
+    assert wires() == plain + 2 and "2 saved edit(s) restored" in panel.status.text()
+    assert stack.count() == 2  # the replayed steps only, not the other design's
+    stack.undo()
+    assert wires() == plain + 1
