@@ -47,6 +47,7 @@ SUPPORTED_KINDS = "iuf"               # integers and floats; complex and RGB are
 GZ_TRAILING_SLACK_BYTES = 1 << 20  # bytes a gzip stream may hold past the image (rare)
 CONVERT_MIN_BYTES = 256 * 1024 * 1024  # smaller .nii.gz files are indexed, not converted
 TIME_UNIT_S = {"sec": 1.0, "msec": 1e-3, "usec": 1e-6, "unknown": 1.0}
+IMPLAUSIBLE_TR_S = 100.0               # no fMRI run repeats this slowly: such a TR is in ms
 
 
 def _is_gz(path: Path) -> bool:
@@ -139,6 +140,7 @@ class Volume:
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
     index_error: str | None = None
     converted_path: Path | None = None  # the decompressed copy frames come from, if any
+    converting_to: Path | None = None   # the copy being decompressed in the background
     index_path: Path | None = None      # where the seek index is kept between openings
 
     @property
@@ -165,6 +167,22 @@ class Volume:
     def wait_for_index(self, timeout_s: float | None = None) -> bool:
         return self._index_ready.wait(timeout_s)
 
+    def preparation_progress(self) -> float | None:
+        """How far the background pass is, 0-1, for a progress bar: 1.0 once done (or
+        failed: see ``index_error``); a conversion's share is the size of its partial copy;
+        None while a seek index is built (indexed_gzip reports no progress)."""
+        if self.index_ready or self.index_error is not None:
+            return 1.0
+        if self.converting_to is None:
+            return None
+        partial = Path(f"{self.converting_to}.part")
+        try:
+            done = partial.stat().st_size if partial.exists() else 0
+        except OSError:
+            done = 0
+        total = self.vox_offset + self.frame_voxels * self.n_frames * self.dtype.itemsize
+        return min(done / total, 1.0)
+
     def orientation(self) -> tuple[str, str, str]:
         """The world direction each voxel axis points to, e.g. ``("L", "A", "S")``."""
         import nibabel as nib
@@ -188,7 +206,7 @@ class Volume:
             raise IndexError(f"{self.path}: frame {t} outside 0..{self.n_frames - 1}")
         return t
 
-    def _scaled(self, raw: np.ndarray) -> np.ndarray:
+    def _scaled(self, raw: np.ndarray, t: int | None = None) -> np.ndarray:
         if self.slope != 1.0 or self.inter != 0.0:  # in float64, as nibabel does
             values = (np.asarray(raw, dtype=np.float64) * self.slope + self.inter
                       ).astype(np.float32)
@@ -197,7 +215,9 @@ class Volume:
         if self.dtype.kind == "f" and not np.isfinite(values).all():
             if self.nan == "error":
                 bad = int((~np.isfinite(values)).sum())
-                raise FormatError(self.path, f"{bad} voxels of a frame are NaN or infinite; "
+                where = "the time course" if t is None else f"frame {t}"
+                raise FormatError(self.path, f"{bad} voxel{'s' * (bad != 1)} of {where} "
+                                             f"{'are' if bad != 1 else 'is'} NaN or infinite; "
                                              "open it with NaNs shown as 0 (the viewer's "
                                              "'NaN as 0' box, nan='zero' in Python)")
             np.nan_to_num(values, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
@@ -256,7 +276,7 @@ class Volume:
             size = self.frame_voxels * self.dtype.itemsize
             raw = np.frombuffer(self._read_gz(self.vox_offset + t * size, size),
                                 dtype=self.dtype).reshape(self.spatial_shape, order="F")
-        values = self._scaled(raw)
+        values = self._scaled(raw, t)
         values.setflags(write=False)
         self._frames[t] = values
         while len(self._frames) > FRAME_CACHE:
@@ -274,7 +294,7 @@ class Volume:
         if self._data is None or t in self._frames:
             return np.array(self.frame(t)[where])
         data = self._data[..., t] if len(self.shape) == 4 else self._data
-        return self._scaled(data[where])  # a view: only the slice's pages are read
+        return self._scaled(data[where], t)  # a view: only the slice's pages are read
 
     def value(self, ijk, t: int = 0) -> float:
         """One voxel's value (the cursor's) without decoding a frame that is not cached."""
@@ -284,7 +304,7 @@ class Volume:
             return float(self._frames[t][i, j, k])
         if self._data is not None:
             raw = self._data[i, j, k, t] if len(self.shape) == 4 else self._data[i, j, k]
-            return float(self._scaled(np.asarray(raw)))
+            return float(self._scaled(np.asarray(raw), t))
         return float(self.values_at(t, [(i, j, k)])[0])
 
     def values_at(self, t: int, voxels) -> np.ndarray:
@@ -294,7 +314,7 @@ class Volume:
         base = self.vox_offset + t * self.frame_voxels * self.dtype.itemsize
         size = self.dtype.itemsize
         raw = b"".join(self._read_gz(base + int(v) * size, size) for v in flat)
-        return self._scaled(np.frombuffer(raw, dtype=self.dtype))
+        return self._scaled(np.frombuffer(raw, dtype=self.dtype), t)
 
     def values_over_time(self, voxels: np.ndarray) -> np.ndarray:
         """``(n_frames, n_voxels)`` float32 values at integer voxel indices ``(n, 3)``: the
@@ -329,7 +349,7 @@ class Volume:
         3.6 MB. Frame reads keep working (near the start, fast) meanwhile."""
         if self._gz is None or self._index_thread is not None:
             return
-        self.index_path = index_path
+        self.index_path, self.converting_to = index_path, converted
         self._index_thread = threading.Thread(target=self._prepare, args=(converted,),
                                               daemon=True, name=f"index {self.path.name}")
         self._index_thread.start()
@@ -504,6 +524,8 @@ def open_volume(path: str | os.PathLike, nan: str = "error", index: bool = True,
     tr_s = _sidecar_tr(path)
     if tr_s is None and len(shape) == 4 and len(pixdim) > 3 and pixdim[3] > 0:
         tr_s = pixdim[3] * TIME_UNIT_S.get(header.get_xyzt_units()[1], 1.0)
+        if tr_s >= IMPLAUSIBLE_TR_S:  # milliseconds labelled as seconds (FSL 3.3 did this)
+            tr_s /= 1000.0
     volume = Volume(path=path, version=version, shape=shape, affine=affine,
                     voxel_mm=voxel_mm, tr_s=tr_s, dtype=dtype, slope=slope, inter=inter,
                     vox_offset=vox_offset, nan=nan, header=header)
@@ -674,8 +696,8 @@ def describe(volume: Volume) -> dict:
                          "scl_inter": volume.inter, "byte_order": volume.dtype.byteorder,
                          "units": {"space": units[0], "time": units[1]},
                          "compressed": volume.compressed,
-                         "description": volume.header["descrip"].item().decode(
-                             "latin-1").strip("\x00 ")}}
+                         "description": " ".join(volume.header["descrip"].item().decode(
+                             "latin-1").replace("\x00", " ").split())}}  # FSL writes NULs
 
 
 def _sniff_nifti(path: Path, head: bytes) -> int:

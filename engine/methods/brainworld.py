@@ -898,7 +898,7 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
     outputs = {}
     out_frames = np.stack([frame if frame.shape == source.shape else
                            from_grid(frame, source.shape) for frame in raw], axis=-1)
-    name = "sub-" + _bids_label(subject.name) + "_desc-brainworld_bold"
+    name = _derivative_stem(source.path, subject.name)
     outputs["generated"] = ctx.save_file(
         f"{name}.nii.gz", nifti_bytes(out_frames, source.affine, source.header, subject.tr_s),
         start_frame=real_from, source=str(source.path) if source.path else subject.name)
@@ -917,11 +917,39 @@ def run_generate(ctx: JobContext, params: GenerateParams, inputs: dict) -> dict:
                               "Anatomy": anatomy_note, "Seed": ctx.seed,
                               "TrainingData": cfg.get("data", {})}}
     outputs["sidecar"] = ctx.save_file(f"{name}.json", json.dumps(sidecar, indent=2).encode())
+    outputs["dataset_description"] = ctx.save_file(
+        "dataset_description.json", json.dumps(_derivative_description(sidecar), indent=2).encode())
     quality, figures = quality_checks(real, generated, subject.mask, subject.mean, subject.std,
                                       subject.tr_s, model.cfg.fc_parcels)
     outputs.update({key: ctx.save_artifact(key, spec) for key, spec in figures.items()})
     outputs["quality"] = quality
     return outputs
+
+
+BIDS_BOLD_STEM = r"sub-[A-Za-z0-9]+(_[a-z]+-[A-Za-z0-9]+)*_bold"
+
+
+def _derivative_stem(source: Path | None, name: str) -> str:
+    """The generated file's BIDS name: a BIDS source keeps its entities, with
+    ``desc-brainworld`` in place of any ``desc`` (``sub-01_task-rest_bold`` ->
+    ``sub-01_task-rest_desc-brainworld_bold``), so the derivative matches its raw run;
+    other names become ``sub-<label>_desc-brainworld_bold``."""
+    import re
+
+    stem = Path(source).name.split(".")[0] if source else ""
+    if re.fullmatch(BIDS_BOLD_STEM, stem):
+        entities = [e for e in stem.split("_")[:-1] if not e.startswith("desc-")]
+        return "_".join([*entities, "desc-brainworld", "bold"])
+    return "sub-" + _bids_label(name) + "_desc-brainworld_bold"
+
+
+def _derivative_description(sidecar: dict) -> dict:
+    """``dataset_description.json`` of the run's artifacts folder: BIDS requires it of a
+    derivative dataset (``DatasetType``, ``GeneratedBy``)."""
+    return {"Name": "BrainWorld generated fMRI", "BIDSVersion": "1.9.0",
+            "DatasetType": "derivative", "GeneratedBy": sidecar["GeneratedBy"],
+            "SourceDatasets": [{"URL": Path(source).absolute().as_uri()}
+                               for source in sidecar["Sources"]]}
 
 
 def _bids_label(name: str) -> str:
@@ -1174,7 +1202,8 @@ SPECS: list[MethodSpec] = [
         run=run_generate,
         panel="fmri",
         inputs={"checkpoint": "checkpoint", "fmri": "volume", "t1": "volume"},
-        outputs={"generated": "file", "sidecar": "file", "power_spectra": "plot",
+        outputs={"generated": "file", "sidecar": "file", "dataset_description": "file",
+                 "power_spectra": "plot",
                  "quality": "json"},
         resources=Resources(cpus=1, memory_gb=2),
         description=("Rolls a checkpoint out from any starting chunk, writes a 4D NIfTI with "

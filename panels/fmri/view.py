@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLabel,
+    QProgressBar,
     QPushButton,
     QSlider,
     QSpinBox,
@@ -69,6 +70,7 @@ from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 
 THROTTLE_MS = 15
+PREPARATION_POLL_MS = 250  # how often the background indexing/conversion bar is updated
 BASE_COLORMAP = "CET-L1"  # linear grey
 NIFTI_FILTER = "NIfTI images (*.nii *.nii.gz);;All files (*)"
 EXPORT_FILTER = "PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;MP4 movie of the time axis (*.mp4)"
@@ -146,7 +148,8 @@ class PlaneView:
                         ("top", (0.5, 0)))}
         for item in (self.base, self.overlay, *self.lines):
             self.box.addItem(item)
-        for label in self.labels.values():
+        self.title = pg.TextItem("", color="#ffffff", anchor=(0, 0))  # "real"/"generated"
+        for label in (*self.labels.values(), self.title):
             label.setZValue(2)
             self.box.addItem(label, ignoreBounds=True)
         self.size_mm = (1.0, 1.0)
@@ -160,6 +163,7 @@ class PlaneView:
         for edge, (x, y) in {"left": (0, height / 2), "right": (width, height / 2),
                              "bottom": (width / 2, 0), "top": (width / 2, height)}.items():
             self.labels[edge].setPos(x, y)
+        self.title.setPos(0, height)
         self.box.setRange(rect, padding=0.02)
 
     def set_images(self, base: np.ndarray, rgba: np.ndarray | None, levels) -> None:
@@ -210,6 +214,9 @@ class FmriPanel(QWidget):
         self._render_timer.timeout.connect(self._submit_render)
         self._play_timer = QTimer(self)
         self._play_timer.timeout.connect(self._advance)
+        self._preparation_timer = QTimer(self, interval=PREPARATION_POLL_MS)
+        self._preparation_timer.timeout.connect(self._show_preparation)
+        self._slow_reported: set[Path] = set()   # files whose background pass failed
         self._build()
         self.jobs: PanelJobs | None = None   # the regenerations this panel started
         if host is not None:
@@ -253,8 +260,7 @@ class FmriPanel(QWidget):
         self.course_curve = self.course_plot.plot([], [], pen=pg.mkPen("#56B4E9", width=2),
                                                   name="voxel")
         self.generated_curve = self.course_plot.plot(
-            [], [], pen=pg.mkPen(GENERATED_PEN, width=2, style=Qt.PenStyle.DashLine),
-            name="generated")
+            [], [], pen=pg.mkPen(GENERATED_PEN, width=2, style=Qt.PenStyle.DashLine))
         self.time_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#E69F00"))
         self.course_plot.addItem(self.time_line)
         self.roi_curves: list[pg.PlotDataItem] = []
@@ -322,11 +328,18 @@ class FmriPanel(QWidget):
         return bar
 
     def _build_generated_bar(self) -> QWidget:
-        """Layer choice, keep/discard the chunk under the clock, crop, QC plot, save."""
+        """Layer choice, keep/discard the chunk under the clock, crop, QC plot, save; the
+        masking controls on a second row, so the panel still fits a 1280-pixel screen."""
         self.generated_bar = QWidget()
-        bar = QHBoxLayout(self.generated_bar)
-        bar.setContentsMargins(0, 0, 0, 0)
+        rows = QVBoxLayout(self.generated_bar)
+        rows.setContentsMargins(0, 0, 0, 0)
+        bar, mask_bar = QHBoxLayout(), QHBoxLayout()
+        rows.addLayout(bar)
+        rows.addLayout(mask_bar)
         self.layer_box = QComboBox()
+        self.layer_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.layer_box.setMinimumContentsLength(28)  # run ids and BIDS names are long
         self.layer_box.currentTextChanged.connect(self.set_active_layer)
         self.chunk_button = QPushButton("Discard chunk")
         self.chunk_button.clicked.connect(self.toggle_chunk)
@@ -356,12 +369,13 @@ class FmriPanel(QWidget):
         regenerate_button.clicked.connect(self._choose_regenerate)
         for widget in (QLabel("Generated layer"), self.layer_box, self.chunk_button,
                        QLabel("frames"), self.crop_start, QLabel("to"), self.crop_stop,
-                       crop_button, self.mask_shape_box, self.mask_clear_box,
-                       self.mask_fill_box, mask_button, QLabel("quality check"), self.qc_box,
-                       save_button,
-                       regenerate_button):
+                       crop_button, save_button, regenerate_button):
             bar.addWidget(widget)
+        for widget in (QLabel("Mask region"), self.mask_shape_box, self.mask_clear_box,
+                       self.mask_fill_box, mask_button, QLabel("quality check"), self.qc_box):
+            mask_bar.addWidget(widget)
         bar.addStretch(1)
+        mask_bar.addStretch(1)
         self.generated_bar.setVisible(False)
         return self.generated_bar
 
@@ -375,8 +389,13 @@ class FmriPanel(QWidget):
         self.fps_box = QSpinBox(minimum=1, maximum=60, value=10, suffix=" frames/s")
         self.fps_box.valueChanged.connect(self._set_fps)
         self.time_label = QLabel("t = 0")
-        for widget in (self.play_button, self.time_slider, self.fps_box, self.time_label):
+        self.preparation_label = QLabel()
+        self.preparation_bar = QProgressBar(maximumWidth=160)
+        for widget in (self.play_button, self.time_slider, self.fps_box, self.time_label,
+                       self.preparation_label, self.preparation_bar):
             bar.addWidget(widget, 1 if widget is self.time_slider else 0)
+        self.preparation_label.setVisible(False)
+        self.preparation_bar.setVisible(False)
         return bar
 
     def sizeHint(self) -> QSize:
@@ -468,6 +487,8 @@ class FmriPanel(QWidget):
 
     def _after_layers_changed(self) -> None:
         self._clear_rois()
+        self._show_preparation()
+        self._preparation_timer.start()
         timed = (self.model.functional or self.model.base).tr_s is not None
         self.course_plot.setLabel("bottom", "time (s)" if timed else "frame")
         self.time_slider.blockSignals(True)
@@ -475,6 +496,30 @@ class FmriPanel(QWidget):
         self.time_slider.setValue(self.model.t)
         self.time_slider.blockSignals(False)
         self._request_redraw()
+
+    def _show_preparation(self) -> None:
+        """A progress bar while a .nii.gz is indexed or converted into the workspace in the
+        background (its late frames are slow until then); a failed pass is said once."""
+        layer = None if self.active_layer is None else self.active_layer.volume
+        volumes = [v for v in (self.model.base, self.model.overlay, layer) if v is not None]
+        for volume in volumes:
+            if volume.index_error is not None and volume.path not in self._slow_reported:
+                self._slow_reported.add(volume.path)
+                self._fail("Frames stay slow to reach", f"{volume.path}: preparing quick "
+                           f"frame access failed ({volume.index_error}); frames are read "
+                           "from the start of the gzip stream instead")
+        pending = [v for v in volumes if v.preparation_progress() != 1.0]
+        self.preparation_label.setVisible(bool(pending))
+        self.preparation_bar.setVisible(bool(pending))
+        if not pending:
+            self._preparation_timer.stop()
+            return
+        volume = pending[0]
+        progress = volume.preparation_progress()
+        doing = "indexing" if volume.converting_to is None else "decompressing into the workspace"
+        self.preparation_label.setText(f"{doing} {volume.path.name} for quick frames")
+        self.preparation_bar.setRange(0, 0 if progress is None else 100)  # 0, 0: busy
+        self.preparation_bar.setValue(0 if progress is None else round(100 * progress))
 
     def _fail(self, title: str, message: str) -> bool:
         if self._host is not None:
@@ -652,7 +697,10 @@ class FmriPanel(QWidget):
         if voxel is None:
             self.time_course = None
             self.course_curve.setData([], [])
+            self.course_plot.setTitle("no time course: the cursor is outside the functional "
+                                      "run" if volume is not None else None)
             return
+        self.course_plot.setTitle(None)
         world = volume.voxel_to_world(voxel)
 
         def course() -> tuple[int, np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -747,6 +795,8 @@ class FmriPanel(QWidget):
                 f"value {result['value']:.4g}")
         if result["overlay_value"] is not None:
             text += f"   overlay {result['overlay_value']:.4g}"
+        elif self.model.overlay is not None:  # its grids often cover only part of the T1
+            text += "   overlay: none here (outside its field of view)"
         tr = (self.model.functional or self.model.base).tr_s
         time_text = f"t = {self.model.t}" + (f" ({self.model.t * tr:.2f} s)" if tr else "")
         if self.active_layer is not None:
@@ -819,7 +869,14 @@ class FmriPanel(QWidget):
         self._after_layers_changed()
 
     def _show_compare_row(self, shown: bool) -> None:
+        """The generated row under the real one; each row is titled while both are shown."""
         grid = self.model.grid
+        self.planes[0].title.setText("real" if shown else "")
+        self.compare_planes[0].title.setText("generated" if shown else "")
+        legend = self.course_plot.plotItem.legend
+        legend.removeItem(self.generated_curve)  # listed only while there is a layer
+        if shown:
+            legend.addItem(self.generated_curve, "generated")
         for view in self.compare_planes:
             in_layout = view.box.scene() is not None
             if shown and not in_layout:
@@ -1165,6 +1222,7 @@ class FmriPanel(QWidget):
             self.jobs.close()
         self._play_timer.stop()
         self._render_timer.stop()
+        self._preparation_timer.stop()
         self.slicer.stop()
         dropped = list(self.layers.layers)
         with self.model.lock:

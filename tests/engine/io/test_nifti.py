@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engine.io import FormatError, detect, inspect_file
-from engine.io.nifti import bids_runs, open_volume
+from engine.io.nifti import Volume, bids_runs, open_volume
 
 NIBABEL_DATA = Path(nib.__file__).parent / "tests" / "data"
 NITIME_FMRI = Path(__import__("nitime").__file__).parent / "data" / "fmri1.nii.gz"
@@ -55,6 +55,9 @@ def test_nitime_run_reports_tr_and_nifti2_version() -> None:
     assert report["summary"]["dtype"] == "int16"
     assert len(report["summary"]["affine"]) == 4
     assert inspect_file(NIBABEL_DATA / "example_nifti2.nii.gz")["metadata"]["nifti_version"] == 2
+    fsl = inspect_file(NIBABEL_DATA / "example4d.nii.gz")  # FSL 3.3: pixdim 2000, unit "sec"
+    assert fsl["summary"]["tr_s"] == pytest.approx(2.0)
+    assert fsl["metadata"]["description"] == "FSL3.3 v2.25 NIfTI-1 Single file format"
 
 
 def _write(path: Path, data: np.ndarray, affine=None, slope=None, inter=None, tr=None) -> Path:
@@ -133,6 +136,27 @@ def test_large_gz_is_converted_once_into_the_cache_and_memory_mapped(tmp_path: P
     small = open_volume(path, convert_dir=tmp_path / "other")  # below the default size
     assert small.wait_for_index(30) and small.converted_path is None
     small.close()
+
+
+def test_background_pass_reports_its_progress(tmp_path: Path, monkeypatch) -> None:
+    """A conversion's progress is its partial copy's share; an index build has none to give
+    (None: a busy indicator); both end at 1.0."""
+    data = np.random.default_rng(5).normal(size=(12, 10, 8, 9)).astype(np.float32)
+    path = _write(tmp_path / "run.nii.gz", data)
+    gate, prepare = threading.Event(), Volume._prepare
+    monkeypatch.setattr(Volume, "_prepare",
+                        lambda self, converted: (gate.wait(), prepare(self, converted)))
+    indexed = open_volume(path)
+    converted = open_volume(path, convert_dir=tmp_path / "cache", convert_min_bytes=0)
+    assert indexed.preparation_progress() is None
+    assert converted.preparation_progress() == 0.0
+    half = (converted.vox_offset + data.nbytes) // 2
+    Path(f"{converted.converting_to}.part").write_bytes(bytes(half))
+    assert converted.preparation_progress() == pytest.approx(0.5, abs=0.01)
+    gate.set()
+    for volume in (indexed, converted):
+        assert volume.wait_for_index(30) and volume.preparation_progress() == 1.0
+        volume.close()
 
 
 def test_indexed_frames_are_split_over_handles_at_seek_points(tmp_path: Path,
@@ -253,6 +277,15 @@ def test_bad_files_raise_clear_errors(tmp_path: Path) -> None:
     nan_path = _write(tmp_path / "nans.nii", with_nans)
     _bad(nan_path, "NaN")
     assert open_volume(nan_path, nan="zero").frame(0)[2, 3, 4] == 0.0
+    late = data.copy()
+    late[1, 1, 1, 2] = late[2, 2, 2, 2] = np.nan   # frame 0 is fine: the file opens
+    for suffix in (".nii", ".nii.gz"):
+        volume = open_volume(_write(tmp_path / f"late{suffix}", late))
+        with pytest.raises(FormatError, match="2 voxels of frame 2 are NaN"):
+            volume.frame(2)
+        with pytest.raises(FormatError, match="frame 2 is NaN"):
+            volume.value((1, 1, 1), 2)
+        volume.close()
 
 
 def _bad_bytes(path: Path, content: bytes, match: str) -> None:

@@ -143,7 +143,11 @@ def test_train_generate_on_files_keeps_the_source_space(tmp_path, oblique_run):
     sidecar = json.loads((gen_ctx.output_dir / gen["sidecar"]).read_text())
     assert sidecar["BrainWorld"]["FirstGeneratedFrame"] == 7
     assert sidecar["RepetitionTime"] == 2.0 and sidecar["Sources"] == [str(fmri)]
-    assert gen["generated"].endswith("_desc-brainworld_bold.nii.gz")
+    assert Path(gen["generated"]).name == "sub-01_desc-brainworld_bold.nii.gz"
+    description = json.loads((gen_ctx.output_dir / gen["dataset_description"]).read_text())
+    assert description["DatasetType"] == "derivative" and description["BIDSVersion"]
+    assert description["GeneratedBy"][0]["Name"] == "Studio brainworld.generate"
+    assert description["SourceDatasets"] == [{"URL": fmri.absolute().as_uri()}]
     files = [e for e in events if e["type"] == "job_artifact" and e["kind"] == "file"]
     assert {e["name"] for e in files} >= {Path(gen["generated"]).name}
     kinds = {e["name"]: e["kind"] for e in events if e["type"] == "job_artifact"}
@@ -153,6 +157,15 @@ def test_train_generate_on_files_keeps_the_source_space(tmp_path, oblique_run):
     with pytest.raises(ValueError, match="start_frame 30"):
         GENERATE.run(_ctx(tmp_path), GENERATE.params(start_frame=30, frames=2),
                      {"checkpoint": str(checkpoint), "fmri": str(fmri)})
+
+
+@pytest.mark.parametrize(("source", "stem"), [
+    ("sub-01_task-rest_run-2_bold.nii.gz", "sub-01_task-rest_run-2_desc-brainworld_bold"),
+    ("sub-01_space-MNI_desc-preproc_bold.nii", "sub-01_space-MNI_desc-brainworld_bold"),
+    ("fmri1.nii.gz", "sub-fmri1_desc-brainworld_bold"),
+])
+def test_generated_file_keeps_the_sources_bids_entities(source, stem):
+    assert bw._derivative_stem(Path(source), Path(source).name) == stem
 
 
 def test_smri_changes_generated_frames(tmp_path):

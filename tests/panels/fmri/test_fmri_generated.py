@@ -151,6 +151,21 @@ def test_generated_run_shares_cursor_and_clock(panel, qtbot, runs) -> None:
     assert panel.qc_view.isVisible() and panel.qc_view.spec()["title"] == "power spectra"
 
 
+def test_generated_layer_fits_a_laptop_screen_with_titled_rows(panel, runs) -> None:
+    """The layer's controls wrap instead of widening the panel past a 1280-pixel screen;
+    the two rows say which is real, and the legend lists "generated" only with a layer."""
+    real_path, gen_path, _, _ = runs
+    legend = panel.course_plot.plotItem.legend
+    assert panel.open_file(real_path)
+    assert [label.text for _, label in legend.items] == ["voxel"]
+    assert panel.planes[0].title.toPlainText() == ""
+    assert panel.open_file(gen_path)
+    assert panel.minimumSizeHint().width() <= 1280
+    assert panel.planes[0].title.toPlainText() == "real"
+    assert panel.compare_planes[0].title.toPlainText() == "generated"
+    assert [label.text for _, label in legend.items] == ["voxel", "generated"]
+
+
 def test_keep_discard_crop_are_undoable_and_replayed(panel, qtbot, runs, host,
                                                      make_widget) -> None:
     real_path, gen_path, _, _ = runs

@@ -173,6 +173,41 @@ def test_overlay_on_anatomy_lightbox_rois_and_export(panel, qtbot, tmp_path) -> 
         panel.export_figure(tmp_path / "f.tiff")
 
 
+def test_cursor_outside_the_overlay_says_so(panel, qtbot, tmp_path) -> None:
+    """A bold run covers part of the T1: outside it the info line and the time course say
+    why there is no overlay value, rather than showing nothing."""
+    nib.save(nib.Nifti1Image(np.ones((20, 20, 20), np.float32), np.eye(4)), tmp_path / "t1.nii")
+    slab = np.eye(4)
+    slab[:3, 3] = (12, 12, 12)
+    nib.save(nib.Nifti1Image(np.full((4, 4, 4, 5), 7.0, np.float32), slab), tmp_path / "f.nii")
+    assert panel.open_file(tmp_path / "t1.nii") and panel.open_file(tmp_path / "f.nii")
+    panel.set_cursor((13, 13, 13))
+    _drawn(panel, qtbot, cursor=(13, 13, 13))
+    assert "overlay 7" in panel.info.text()
+    assert panel.course_plot.plotItem.titleLabel.text == ""
+    panel.set_cursor((2, 2, 2))
+    _drawn(panel, qtbot, cursor=(2, 2, 2))
+    assert "overlay: none here (outside its field of view)" in panel.info.text()
+    assert "outside the functional run" in panel.course_plot.plotItem.titleLabel.text
+
+
+def test_background_indexing_shows_a_progress_bar_until_done(panel, qtbot, tmp_path,
+                                                             monkeypatch) -> None:
+    from engine.io.nifti import Volume
+
+    gate, prepare = threading.Event(), Volume._prepare
+    monkeypatch.setattr(Volume, "_prepare",
+                        lambda self, converted: (gate.wait(), prepare(self, converted)))
+    path = tmp_path / "run.nii.gz"
+    nib.save(nib.Nifti1Image(np.ones((6, 6, 6, 4), np.float32), np.eye(4)), path)
+    assert panel.open_file(path)
+    assert panel.preparation_bar.isVisible() and panel.preparation_bar.maximum() == 0  # busy
+    assert panel.preparation_label.text() == "indexing run.nii.gz for quick frames"
+    gate.set()
+    qtbot.waitUntil(lambda: not panel.preparation_bar.isVisible(), timeout=30_000)
+    assert not panel.preparation_label.isVisible()
+
+
 def test_label_image_rois_give_a_connectivity_matrix(panel, qtbot, tmp_path) -> None:
     functional = nib.load(NIBABEL_DATA / "functional.nii")
     labels = np.zeros(functional.shape[:3], np.int16)
