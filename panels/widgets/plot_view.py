@@ -116,6 +116,9 @@ class PlotSpecView(QWidget):
         for axis in ("left", "bottom"):
             self._plot.getAxis(axis).setPen(self._foreground)
             self._plot.getAxis(axis).setTextPen(self._foreground)
+            # Labels carry their units as text ("frequency (Hz)"): a scale prefix beside them
+            # ("frequency (Hz) (x0.001)", or "x0.001" beside ticks of 10^2) misreads the values.
+            self._plot.getAxis(axis).enableAutoSIPrefix(False)
         self._plot.showGrid(x=True, y=True, alpha=0.15)
         self._legend = self._plot.addLegend(
             offset=(-10, 10), labelTextColor=self._foreground, pen=pg.mkPen(150, 150, 150),
@@ -167,9 +170,6 @@ class PlotSpecView(QWidget):
     def set_log(self, logx: bool, logy: bool) -> None:
         self._log = (logx, logy)
         self._plot.setLogMode(x=logx, y=logy)
-        # An SI prefix on a log axis ("x0.001" beside ticks of 10^2) misreads the values.
-        self._plot.getAxis("bottom").enableAutoSIPrefix(not logx)
-        self._plot.getAxis("left").enableAutoSIPrefix(not logy)
         for y, _name, line in self._hlines:  # InfiniteLine does not follow the log mode
             line.setPos(self._hline_position(y))
 

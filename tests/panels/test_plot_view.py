@@ -162,3 +162,16 @@ def test_symmetric_heatmap_centres_its_colour_scale(view, tmp_path):
     image = next(item for item in view._static_items if isinstance(item, pg.ImageItem))
     assert tuple(image.getLevels()) == (-3.0, 3.0)
     assert view.export(tmp_path / "map.png").stat().st_size > 1000
+
+
+def test_axis_labels_keep_their_own_units_at_any_scale(view, qtbot):
+    """A spectrum in Hz (values below 0.5) is labelled as the spec says, with no scale
+    factor that pyqtgraph would otherwise append ("frequency (Hz) (x0.001)")."""
+    view.set_spec(plot("power spectra", [series("real", [0.01, 0.1, 0.37], [3.0, 2.0, 1.0])],
+                       xlabel="frequency (Hz)", ylabel="power"))
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.waitUntil(lambda: view._plot.viewRange()[0][1] < 0.5)  # auto-ranged to the data
+    for axis, label in (("bottom", "frequency (Hz)"), ("left", "power")):
+        shown = view._plot.getAxis(axis).labelString()
+        assert label in shown and "x0" not in shown and "(x" not in shown, shown
