@@ -207,12 +207,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 def format_claim(claim: dict) -> str:
     verdict = "PASS" if claim["passed"] else "FAIL"
+    width = max([len("criterion")] + [len(c["name"]) for c in claim["criteria"]])  # never cut
     lines = [f"{claim['paper']}: {claim['statement']}",
-             f"{'criterion':<44} {'measured':>12} {'target':>12}  verdict  paper"]
+             f"{'criterion':<{width}} {'measured':>12} {'target':>12}  verdict  paper"]
     for c in claim["criteria"]:
         mark = "PASS" if c["passed"] else "FAIL"
         target = f"{c['op']} {_fmt(c['target'])}"
-        lines.append(f"{c['name'][:44]:<44} {_fmt(c['measured']):>12} {target:>12}  {mark:<7}  "
+        lines.append(f"{c['name']:<{width}} {_fmt(c['measured']):>12} {target:>12}  {mark:<7}  "
                      f"{c.get('paper', '')}")
     mode = " (smoke: sizes too small for a verdict)" if claim.get("smoke") else ""
     lines.append(f"claim {verdict}{mode}; seeds {claim['seeds']}; {claim['wall_s']:.1f} s")

@@ -158,6 +158,15 @@ class Workspace:
     def write_result(self, run_id: str, result: dict) -> None:
         write_json_atomic(self.run_dir(run_id) / "result.json", result)
 
+    def _outputs(self, run_id: str) -> dict:
+        """The outputs a finished run reported ({} before it finished, or if unreadable)."""
+        try:
+            result = json.loads((self.run_dir(run_id) / "result.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return {}
+        outputs = result.get("outputs") if isinstance(result, dict) else None
+        return outputs if isinstance(outputs, dict) else {}
+
     def fail_orphans(self, reason: str) -> list[str]:
         """Unfinished runs whose engine process is gone are failed with ``reason``."""
         with self._connect() as db:
@@ -213,13 +222,17 @@ class Workspace:
         return read_jsonl(self.run_dir(run_id) / "metrics.jsonl")
 
     def resolve_ref(self, ref: str) -> Path:
-        """``run:<id>/<artifact name or relative path>`` or a plain path -> a file path."""
+        """``run:<id>/<artifact or output name, or relative path>`` or a plain path -> a file
+        path. Output names (``checkpoint``) come from the run's result.json."""
         if ref.startswith("run:"):
             run_id, _, rest = ref[4:].partition("/")
             record = self.run(run_id)
             for artifact in record["artifacts"]:
                 if artifact["name"] == rest:
                     return self.run_dir(run_id) / artifact["path"]
+            output = self._outputs(run_id).get(rest)
+            if isinstance(output, str):
+                return self.run_dir(run_id) / output
             return self.run_dir(run_id) / rest
         if ref.startswith("dataset:"):
             with self._connect() as db:

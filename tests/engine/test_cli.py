@@ -205,3 +205,19 @@ def test_secrets_never_reach_the_workspace(tmp_path):
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
+
+
+def test_claim_table_shows_whole_criterion_names():
+    from engine.cli import format_claim
+
+    long_name = "FC r(generated, true) with sMRI minus without (mean of 3 seeds)"
+    claim = {"paper": "brainworld", "statement": "sMRI helps", "passed": False, "seeds": [0],
+             "wall_s": 1.0, "criteria": [
+                 {"name": long_name, "measured": -0.018, "op": ">=", "target": 0.1,
+                  "passed": False, "paper": "22 datasets"},
+                 {"name": "finite", "measured": 1.0, "op": ">=", "target": 1.0, "passed": True}]}
+    lines = format_claim(claim).splitlines()
+    assert lines[2].startswith(long_name + " ") and "FAIL" in lines[2]
+    column = len(long_name) + 1  # the measured column starts after the longest name
+    assert lines[3][:column].rstrip() == "finite" and lines[3][column:].split()[0] == "1"
+    assert lines[1][column:].split()[0] == "measured"

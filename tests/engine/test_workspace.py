@@ -30,6 +30,21 @@ def test_runs_are_indexed_and_filtered(tmp_path):
     assert ws.integrity_ok()
 
 
+def test_refs_name_a_runs_outputs_as_well_as_its_artifacts(tmp_path):
+    """``run:<id>/checkpoint`` is the checkpoint the run reported as its output, wherever the
+    method put it; other names stay paths inside the run folder."""
+    ws = Workspace(tmp_path)
+    run = ws.create_run("brainworld.train", {}, seed=0)
+    assert ws.resolve_ref(f"run:{run}/checkpoint") == ws.run_dir(run) / "checkpoint"  # unfinished
+    ws.write_result(run, {"state": "succeeded",
+                          "outputs": {"checkpoint": "checkpoints/brainworld", "final": {"a": 1}}})
+    assert ws.resolve_ref(f"run:{run}/checkpoint") == ws.run_dir(run) / "checkpoints/brainworld"
+    assert ws.resolve_ref(f"run:{run}/final") == ws.run_dir(run) / "final"  # not a path
+    assert ws.resolve_ref(f"run:{run}/log.txt") == ws.run_dir(run) / "log.txt"
+    (ws.run_dir(run) / "result.json").write_text("{truncated")
+    assert ws.resolve_ref(f"run:{run}/checkpoint") == ws.run_dir(run) / "checkpoint"
+
+
 def test_orphaned_runs_fail_but_live_ones_stay(tmp_path):
     ws = Workspace(tmp_path)
     mine = ws.create_run("diag.count", {}, seed=0)
