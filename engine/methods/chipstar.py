@@ -401,8 +401,9 @@ def run_route(ctx: JobContext, params: RouteParams, inputs: dict) -> dict:
     design = read_def(def_path, lef)
     snapper = Snapper(design, lef)
     wanted = [n.strip() for n in params.nets.split(",") if n.strip()]
-    for name in wanted:
-        design.net_index(name)  # KeyError names the file and the net
+    unknown = sorted(set(wanted) - {net.name for net in design.nets})
+    if unknown:
+        raise ValueError(f"{def_path} has no net named {', '.join(unknown)}")
     examples, indices = [], []
     for index, net in enumerate(design.nets):
         if net.special or (wanted and net.name not in wanted):

@@ -145,12 +145,19 @@ class Design:
         return self.via_names.index(name)
 
     def summary(self) -> dict:
-        routed = len(set(self.segments[:, 0].tolist()) | set(self.vias_placed[:, 0].tolist()))
+        """Counts for people: nets, routed nets, segments and vias are the signal nets' (as
+        "nets" is); the special (power) nets' wiring is counted apart."""
+        special = np.array([n.special for n in self.nets], dtype=bool)
+        seg_special = special[self.segments[:, SEG["net"]]]
+        via_special = special[self.vias_placed[:, VIA["net"]]]
+        routed = set(self.segments[~seg_special, SEG["net"]].tolist()) | set(
+            self.vias_placed[~via_special, VIA["net"]].tolist())
         return {"design": self.name, "components": len(self.components),
-                "pins": len(self.pins), "nets": sum(not n.special for n in self.nets),
-                "special_nets": sum(n.special for n in self.nets), "routed_nets": routed,
-                "segments": int(len(self.segments)), "vias": int(len(self.vias_placed)),
-                "layers": list(self.layer_names)}
+                "pins": len(self.pins), "nets": int((~special).sum()),
+                "special_nets": int(special.sum()), "routed_nets": len(routed),
+                "segments": int((~seg_special).sum()), "vias": int((~via_special).sum()),
+                "special_segments": int(seg_special.sum()),
+                "special_vias": int(via_special.sum()), "layers": list(self.layer_names)}
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -210,6 +217,8 @@ class _DefParser:
 
     def parse(self) -> Design:
         d = self.design
+        if not self.text.strip():  # comments are blanked already
+            raise VlsiError(self.path, "the file is empty (no DEF statements)")
         section, section_start, section_piece, expected, raw = "", 0, "", -1, []
         items = 0
         ended = False
@@ -293,8 +302,12 @@ class _DefParser:
                 raise self.error("expected UNITS DISTANCE MICRONS <n>", offset, piece)
             d.dbu_per_micron = self.integer(tokens[3], offset, piece)
         elif keyword == "DIEAREA":
-            d.die_area = tuple(self.integer(t, offset, piece) for t in tokens[1:]
-                               if t not in "()")
+            values = [t for t in tokens[1:] if t not in ("(", ")")]
+            shape = [t if t in ("(", ")") else "n" for t in tokens[1:]]
+            if len(values) < 4 or len(values) % 2 or shape != ["(", "n", "n", ")"] * (
+                    len(values) // 2):
+                raise self.error("expected DIEAREA ( x y ) ( x y ) [( x y ) ...]", offset, piece)
+            d.die_area = tuple(self.integer(t, offset, piece) for t in values)
         elif keyword == "ROW":
             d.rows.append(" ".join(tokens))
         elif keyword == "TRACKS":

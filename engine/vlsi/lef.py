@@ -119,6 +119,8 @@ def read_lef(path: str | Path) -> Lef:
 def parse_lef(text: str, path: str = "<lef>") -> Lef:
     if "#" in text:  # keep offsets (and so line numbers): blank comments out, same length
         text = COMMENT.sub(lambda m: " " * len(m.group()), text)
+    if not text.strip():
+        raise VlsiError(path, "the file is empty (no LEF statements)")
     lef = Lef(path=path, _text=text)
     tech_ranges, position = [], 0
     for start, name, body_start in _macro_starts(text):

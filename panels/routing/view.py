@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             box = QCheckBox(name)
             box.setChecked(self.canvas.overlay_on[name])
             box.toggled.connect(lambda on, n=name: self.set_overlay(n, on))
+            if name == "congestion":
+                box.setToolTip("Routing demand per GCell: the signal wires crossing it on the "
+                               "visible routing layers, divided by its track capacity there "
+                               "when the LEF gives pitches (1 = full). Colours: inferno, "
+                               "black = 0 up to yellow = the largest value (in the label).")
             self.overlay_boxes[name] = box
             column.addWidget(box)
         self.search_edit = QLineEdit()
@@ -311,6 +317,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                                     if model.lef else [])
         self.via_box.addItems(sorted(set(vias) | set(design.via_names)))
         self.canvas.redraw()
+        self._label_congestion()
         if self.stack_view is not None:
             self.stack_view.set_model(model)
         self._leave_document()
@@ -327,6 +334,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             f"{Path(design.path).name}: design {design.name}, {summary['nets']} nets "
             f"({summary['routed_nets']} routed), {summary['segments']} segments, "
             f"{summary['vias']} vias, {summary['components']} components"
+            + (f"; power: {summary['special_nets']} special nets, "
+               f"{summary['special_segments']} segments, {summary['special_vias']} vias"
+               if summary["special_nets"] else "")
             + (f"; LEF {Path(model.lef_path).name}" if model.lef else
                "; no LEF: open one for cells, pins, snapping and congestion capacity")
             + (f"; {restored} saved edit(s) restored" if restored else "")
@@ -370,6 +380,17 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             box.setChecked(bool(on))  # calls back here through toggled
             return
         self.canvas.set_overlay(name, on)
+        if name == "congestion":
+            self._label_congestion()
+
+    def _label_congestion(self) -> None:
+        """The heat map's scale on its checkbox: what the brightest GCell holds."""
+        demand = self.canvas.congestion_map
+        text = "congestion"
+        if self.canvas.overlay_on["congestion"] and demand is not None:
+            unit = "of track capacity" if self.model.lef is not None else "wires"
+            text += f" (0 to {demand.max():.2f} {unit})"
+        self.overlay_boxes["congestion"].setText(text)
 
     def _on_layer_item(self, item: QTreeWidgetItem, column: int) -> None:
         if column == 0:
@@ -395,6 +416,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.canvas.apply_visibility()
         if self.canvas.overlay_on["congestion"]:
             self.canvas.draw_congestion()
+            self._label_congestion()
         if self.stack_view is not None:
             self.stack_view.apply_styles()
 
@@ -468,9 +490,18 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                      f"with {other} on {layer} at ({x:.2f}, {y:.2f}) µm"
                      for other, layer, (x, y) in shorts[:5]))
         if self.element is not None:
-            kind, row = self.element
-            text += f"<br>Picked {kind}: {row}"
+            text += f"<br>Picked {self.describe_element(*self.element)}"
         self.check_info.setText(text)
+
+    def describe_element(self, kind: str, row: list) -> str:
+        """A picked wire or via in microns, as the canvas's rulers show it."""
+        scale = self.model.design.dbu_per_micron
+        if kind == "segment":
+            layer, x1, y1, x2, y2 = row[:5]
+            return (f"wire on {layer} from ({x1 / scale:.3f}, {y1 / scale:.3f}) to "
+                    f"({x2 / scale:.3f}, {y2 / scale:.3f}) µm")
+        layer, via, x, y = row[:4]
+        return f"via {via} on {layer} at ({x / scale:.3f}, {y / scale:.3f}) µm"
 
     # -- the canvas ------------------------------------------------------------------------
 
@@ -767,7 +798,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if not nets:
             self.host.show_error("Cannot route", "select a net or name the nets to route")
             return False
-        inputs = {"def": self._design_for_engine(), "lef": model.lef_path}
+        try:
+            inputs = {"def": self._design_for_engine(), "lef": model.lef_path}
+        except OSError as exc:
+            self.host.show_error("Cannot route", f"cannot write the edited design: {exc}")
+            return False
         if router == "learned":
             if not self.checkpoint_edit.text().strip():
                 self.host.show_error("Cannot route", "the learned router needs a checkpoint "
@@ -781,13 +816,14 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         return True
 
     def _design_for_engine(self) -> str:
-        """The open DEF's path, or (after edits) a copy written to the workspace."""
+        """The open DEF's path, or (after edits) a copy written to the workspace (a host
+        without one: the temporary folder; never beside the user's own design files)."""
         design = self.model.design
         if not self.model.edited:
             return design.path
         workspace = getattr(self.host, "workspace_path", None)
         folder = Path(workspace()) / "routing" if callable(workspace) else \
-            Path(design.path).parent
+            Path(tempfile.gettempdir()) / "studio-routing"
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{Path(design.path).stem}-edited.def"
         self.model.save(target)

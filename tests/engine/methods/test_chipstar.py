@@ -158,8 +158,9 @@ def test_route_with_the_maze_router_writes_a_readable_def(tmp_path, gcd):
     assert all(x % 4200 == 2100 for x in segments[:, 2])  # GCell centres
     untouched = before.net_index("_001_")
     assert (before.net_wiring(untouched)[0] == after.net_wiring(untouched)[0]).all()
-    with pytest.raises(KeyError, match="no net nope"):
-        ROUTE.run(ctx, ROUTE.params(router="maze", nets="nope"), dict(gcd))
+    with pytest.raises(ValueError, match="gcd_nangate45_route.def has no net named nope, "
+                                         "nope2$"):
+        ROUTE.run(ctx, ROUTE.params(router="maze", nets="_000_,nope2,nope"), dict(gcd))
     with pytest.raises(ValueError, match="checkpoint input"):
         ROUTE.run(ctx, ROUTE.params(router="learned", max_nets=2), dict(gcd))
 

@@ -172,6 +172,16 @@ def test_def_round_trip_preserves_everything(tmp_path):
     assert again.nets == d.nets and again.components == d.components and again.pins == d.pins
 
 
+def test_summary_counts_signal_wiring_apart_from_power():
+    """The panel's status line reads this: "nets" are signal nets, so are the routed nets,
+    segments and vias counted with them; the power grid is counted on its own."""
+    summary = tiny().summary()
+    assert (summary["nets"], summary["routed_nets"], summary["segments"], summary["vias"]) == (
+        2, 2, 4, 1)
+    assert (summary["special_nets"], summary["special_segments"],
+            summary["special_vias"]) == (1, 2, 2)
+
+
 def _wiring_by_net(d):
     out = {}
     for row in d.segments.tolist():
@@ -193,6 +203,8 @@ def test_real_gcd_counts_and_round_trip(gcd_design, gcd_lef, gcd_paths, tmp_path
     routed = {d.nets[i].name for i in d.segments[:, 0]} | {d.nets[i].name
                                                           for i in d.vias_placed[:, 0]}
     assert sum(not d.nets[d.net_index(n)].special for n in routed) == 404
+    assert (d.summary()["routed_nets"], d.summary()["segments"], d.summary()["vias"]) == (
+        404, 2051, 2358)
     used = {d.via_names[v] for v in d.vias_placed[signal[d.vias_placed[:, 0]], VIA["via"]]}
     assert used == {"via1_4", "via1_7", "via2_5", "via3_2", "via4_0", "via5_0", "via6_0"}
     assert d.gcell_grid == {"X": (0, 47, 4200), "Y": (0, 49, 4200)}
@@ -241,11 +253,23 @@ def test_missing_end_names_the_section_and_its_line(section):
     (("+ USE CLOCK", "USE CLOCK"), "unexpected 'CLOCK' after via USE"),
     (("( u2 A )\n", "( u2 A ) USE\n"), "expected '\\+ option', found 'USE'"),
     (("END NETS", "END NETZ"), "NETS section has no END NETS"),
+    (("( 10000 10000 ) ;\nGCELL", "( 10000 ;\nGCELL"), "expected DIEAREA"),
+    (("( 10000 10000 ) ;\nGCELL", "( 10000 10000 ;\nGCELL"), "expected DIEAREA"),
+    (("DIEAREA ( 0 0 ) ( 10000 10000 )", "DIEAREA ( 0 0 )"), "expected DIEAREA"),
 ])
 def test_malformed_def_errors(change, message):
     bad = DESIGN.replace(*change)
     with pytest.raises(VlsiError, match=rf"^x.def: line \d+: .*{message}"):
         parse_def(bad, "x.def")
+
+
+@pytest.mark.parametrize("text", ["", "  \n", "# only a comment\n"])
+def test_an_empty_def_or_lef_is_an_error(text, tmp_path):
+    for suffix, read in ((".def", read_def), (".lef", read_lef)):
+        path = tmp_path / f"empty{suffix}"
+        path.write_text(text)
+        with pytest.raises(VlsiError, match=rf"empty{suffix}: the file is empty"):
+            read(path)
 
 
 def test_real_design_with_an_undefined_layer(gcd_paths, gcd_lef, tmp_path):

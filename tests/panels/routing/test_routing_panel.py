@@ -71,7 +71,9 @@ def test_opens_gcd_with_every_wire_batched_per_layer(opened) -> None:
     assert canvas.drawn_points(canvas.obstructions) > 0 and not canvas.obstructions.isVisible()
     assert {"metal1", "via1"} <= {opened.layer_tree.topLevelItem(i).text(0)
                                    for i in range(opened.layer_tree.topLevelItemCount())}
-    assert "439 nets" in opened.status.text() and "Nangate45.lef" in opened.status.text()
+    assert "439 nets (404 routed), 2051 segments, 2358 vias" in opened.status.text()
+    assert "power: 2 special nets, 65 segments, 279 vias" in opened.status.text()
+    assert "Nangate45.lef" in opened.status.text()
 
 
 def test_opening_the_paper_shows_the_shared_design(panel, gcd) -> None:
@@ -126,8 +128,13 @@ def test_layer_toggles_and_colours_change_what_is_drawn(opened) -> None:
     opened.set_overlay("congestion", True)
     assert canvas.heat.isVisible() and canvas.congestion_map.shape == (47, 49)
     total = canvas.congestion_map.sum()
+    box = opened.overlay_boxes["congestion"]  # its label gives the colour scale's top
+    assert box.text() == f"congestion (0 to {canvas.congestion_map.max():.2f} of track capacity)"
     opened.set_layer_visible("metal3", False)  # the heat map follows the visible layers
     assert canvas.congestion_map.sum() < total
+    assert box.text() == f"congestion (0 to {canvas.congestion_map.max():.2f} of track capacity)"
+    opened.set_overlay("congestion", False)
+    assert box.text() == "congestion"
 
 
 def test_search_highlights_the_net_tree_and_its_vias(opened) -> None:
@@ -156,6 +163,8 @@ def test_move_then_undo_restores_the_net_and_the_checks_follow(opened, host) -> 
     y = (segment[2] + segment[4]) / 2 / 2000
     opened.click(x, y, 0.05)
     assert opened.element == ("segment", segment)
+    assert (f"Picked wire on {segment[0]} from ({segment[1] / 2000:.3f}, "
+            f"{segment[2] / 2000:.3f}) to") in opened.check_info.text()  # µm, as the rulers
     assert opened.move_element(0, 2000)  # one micron up: off its vias
     assert not model.last_check.connectivity.connected
     assert "pieces" in opened.check_info.text() or "not reached" in opened.check_info.text()
@@ -261,6 +270,9 @@ def test_a_bad_def_is_reported_with_file_and_line(panel, host, tmp_path, gcd) ->
     assert panel.open_design(unknown, lef) is False
     assert "metal99" in host.errors[-1][1] and str(unknown) in host.errors[-1][1]
     assert panel.model.design is None
+    empty = tmp_path / "empty.def"
+    empty.write_text("")
+    assert panel.open_design(empty, lef) is False and str(empty) in host.errors[-1][1]
     assert panel.open_design(def_, lef)  # the panel still works
 
 
@@ -296,6 +308,27 @@ def test_routes_a_net_as_an_engine_job_and_overlays_the_result(opened, host, gcd
     assert canvas.drawn_points(canvas.only_predicted) + canvas.drawn_points(
         canvas.only_reference) >= 0
     assert "leaf IoU" in opened.net_info.text()
+
+
+def test_an_edited_design_goes_to_the_engine_without_writing_beside_its_def(
+        panel, host, gcd, tmp_path, monkeypatch) -> None:
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the copy goes
+    folder = tmp_path / "design"
+    folder.mkdir()
+    lef, def_ = (Path(shutil.copy(path, folder)) for path in gcd)
+    assert panel.open_design(def_, lef)
+    panel.select_net("_100_")
+    _, vias = panel.model.design.net_wiring(panel.model.selected)
+    panel.element = ("via", panel.model.via_row(vias[0]))
+    assert panel.delete_element()
+    assert panel.route("maze")
+    sent = Path(host.submitted[-1]["inputs"]["def"])
+    assert sent.parent == tmp_path / "studio-routing"  # the host has no workspace_path
+    assert sorted(p.name for p in folder.iterdir()) == sorted([lef.name, def_.name])
+    assert len(read_def(sent).net_wiring(panel.model.selected)[1]) == len(vias) - 1
 
 
 def test_a_failed_route_job_says_why(opened, host) -> None:
