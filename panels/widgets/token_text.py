@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QEvent, QObject
-from PySide6.QtGui import QColor, QTextCursor, QTextDocument
+from PySide6.QtGui import QColor, QPalette, QTextCursor, QTextDocument
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -56,6 +56,12 @@ class TokenHeatView(QWidget):
         self._search.setPlaceholderText("Find in text (Enter: next)")
         self._search.returnPressed.connect(self.find_next)
         self._text = QTextBrowser()
+        # The shading blends from white, so the text sits on white paper in any theme (on a
+        # dark base, unshaded tokens would be white blocks in a dark page)
+        paper = self._text.palette()
+        paper.setColor(QPalette.ColorRole.Base, NEUTRAL)
+        paper.setColor(QPalette.ColorRole.Text, QColor("#000000"))
+        self._text.setPalette(paper)
         self._text.setMouseTracking(True)
         self._text.viewport().installEventFilter(self)
         top = QHBoxLayout()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QPalette
 
 from panels.widgets.artifact_views import view_for_artifact
 from panels.widgets.token_text import NEUTRAL, POSITIVE, TokenHeatView, token_colour
@@ -53,3 +53,19 @@ def test_artifact_with_the_token_heat_view_opens_in_it(qtbot, tmp_path):
     assert isinstance(widget, TokenHeatView)
     with pytest.raises(ValueError, match="6 tokens but 2 values"):
         TokenHeatView(dict(DATA, values=[1, 2]))
+
+
+def test_text_sits_on_white_paper_in_a_dark_theme(make_widget, qtbot):
+    """Unshaded tokens are white: the page around them is white too, whatever the theme."""
+    view = make_widget(TokenHeatView)
+    dark = view.palette()
+    dark.setColor(QPalette.ColorRole.Base, QColor("#202020"))
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e0e0e0"))
+    view.setPalette(dark)
+    view.set_data(DATA)
+    view.resize(400, 200)
+    view.show()
+    qtbot.waitExposed(view)
+    page = view._text.viewport().grab().toImage()
+    corner = page.pixelColor(page.width() - 5, page.height() - 5)  # below the text
+    assert corner == NEUTRAL, corner.name()
