@@ -7,7 +7,8 @@ anisotropic: one principal component (PC1) holds most of the variance, and its s
 decomposition is not identifiable. Routing PC1 around the SAE (``engine.models.sae``) fixes it.
 
 ``sae_pc1.train``: activations from a Hugging Face model (the packaged MiniLM by default) over
-real text, at chosen hidden-state layers (0 = embeddings), cached on disk in memory-mapped
+real text (a named corpus, or the user's files as the ``text`` input: one file or a folder),
+at chosen hidden-state layers (0 = embeddings), cached on disk in memory-mapped
 shards with their tokens; from our small decoder LM (``source="decoder"``: the causal
 transformer of ``engine.models.hybrid_lm`` with hybrid_tokens' BPE, trained here on the corpus
 or given as the ``decoder`` checkpoint input, and saved as the run's ``checkpoints/decoder``),
@@ -72,6 +73,7 @@ CONTEXT_SEPARATOR = "\n"        # between contexts in a feature's token_heat vie
 MODEL_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                       "pytorch_model.bin.index.json")
 MINILM_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the packaged encoder
+TEXT_SUFFIXES = (".txt", ".md", ".py", ".rst")  # files read from a 'text' input folder
 VARIANTS = {"off": ("raw",), "on": ("bypass",), "both": ("raw", "bypass")}
 
 
@@ -91,7 +93,8 @@ class Params(MethodParams):
     model_path: str = Field("", description="local Hugging Face model folder ('' = the "
                                             "packaged MiniLM encoder)")
     corpus: Literal["news", "wiki", "code"] = Field(
-        "news", description="text: gensim's news or Wikipedia, or the Python standard library")
+        "news", description=("text: gensim's news or Wikipedia, or the Python standard library "
+                             "(a 'text' input, your own files, replaces it for activations)"))
     decoder_steps: int = Field(800, ge=1, le=100_000, description=(
         "decoder: LM training steps (when no 'decoder' checkpoint is given)"))
     decoder_d_model: int = Field(128, ge=16, le=512, description="decoder: LM width")
@@ -207,15 +210,18 @@ def read_activation_file(path: str | Path) -> np.ndarray:
 def read_token_file(path: str | Path) -> list[str]:
     """Tokens as a JSON list of strings, a text file with one token per line, or .npy ids."""
     path = Path(path)
-    if path.suffix == ".json":
-        tokens = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(tokens, list):
-            raise SAEInputError(f"{path}: tokens JSON must be a list of strings")
-        return [str(t) for t in tokens]
-    if path.suffix == ".npy":
-        return [f"#{int(i)}" for i in np.load(path, allow_pickle=False).ravel()]
-    text = path.read_text(encoding="utf-8")
-    return text.removesuffix("\n").split("\n")
+    try:
+        if path.suffix == ".json":
+            tokens = json.loads(path.read_text(encoding="utf-8"))
+        elif path.suffix == ".npy":
+            return [f"#{int(i)}" for i in np.load(path, allow_pickle=False).ravel()]
+        else:
+            return path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+    except (ValueError, OSError) as exc:  # bad JSON, not UTF-8, not an .npy of ids
+        raise SAEInputError(f"{path}: unreadable tokens ({exc})") from None
+    if not isinstance(tokens, list):
+        raise SAEInputError(f"{path}: tokens JSON must be a list of strings")
+    return [str(t) for t in tokens]
 
 
 def activations_from_files(inputs: dict[str, str]) -> Activations:
@@ -266,14 +272,40 @@ def model_blocks(model: Any) -> Any:
     raise SAEInputError(f"cannot find the {count} transformer blocks of {type(model).__name__}")
 
 
-def text_sequences(tokenizer: Any, corpus: str, max_tokens: int, max_length: int
-                   ) -> list[list[int]]:
-    """Documents cut into chunks of ``max_length`` ids with the model's special tokens."""
+def user_documents(path: str | Path) -> list[str]:
+    """The user's text: one UTF-8 file, or every .txt/.md/.py/.rst file under a folder (in
+    name order); paragraphs (split at blank lines) are the documents."""
+    path = Path(path)
+    files = sorted(f for f in path.rglob("*") if f.suffix in TEXT_SUFFIXES and f.is_file()
+                   ) if path.is_dir() else [path]
+    documents = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise SAEInputError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+                                ) from None
+        documents += [part.strip() for part in text.split("\n\n") if part.strip()]
+    if not documents:
+        raise SAEInputError(f"{path}: no text found (a folder is searched for "
+                            f"{', '.join(TEXT_SUFFIXES)} files)")
+    return documents
+
+
+def documents_of(corpus: str | list[str]) -> list[str]:
+    """A corpus name's documents, or the documents themselves (the user's text)."""
     from engine.corpora import load_documents
 
+    return load_documents(corpus) if isinstance(corpus, str) else corpus
+
+
+def text_sequences(tokenizer: Any, corpus: str | list[str], max_tokens: int, max_length: int
+                   ) -> list[list[int]]:
+    """Documents (of a corpus name, or given) cut into chunks of ``max_length`` ids with the
+    model's special tokens."""
     body = max_length - 2 if tokenizer.cls_token_id is not None else max_length
     sequences, total = [], 0
-    for doc in load_documents(corpus):
+    for doc in documents_of(corpus):
         ids = tokenizer(doc[: max_length * 12 * 8], add_special_tokens=False,
                         verbose=False)["input_ids"]
         for start in range(0, len(ids), body):
@@ -306,28 +338,51 @@ def with_special_tokens(tokenizer: Any, ids: list[int]) -> list[int]:
     return list(ids)
 
 
-def collect_model_activations(ctx: JobContext, p: Params) -> Activations:
-    """Run the model over the corpus; cache the chosen layers in memory-mapped shards, the
-    tokens, and the PC1 share of every layer (from streamed covariances)."""
+def model_name(p: Params, folder: Path) -> str:
+    """How a model is named to the user: the packaged MiniLM by its hub name (its package
+    folder is just called "model"), any other by its folder."""
+    return folder.name if p.model_path else MINILM_NAME
+
+
+def text_source(p: Params, inputs: dict[str, str]) -> tuple[str | list[str], str, dict]:
+    """(documents or corpus name, its description, its cache key): the 'text' input when
+    given, else the named corpus."""
+    if "text" not in inputs:
+        return p.corpus, p.corpus, {"corpus": p.corpus}
+    path = Path(inputs["text"])
+    stamp = [(str(f), f.stat().st_size, f.stat().st_mtime_ns)
+             for f in sorted(path.rglob("*") if path.is_dir() else [path]) if f.is_file()]
+    return user_documents(path), path.name, {"text": stamp}
+
+
+def collect_model_activations(ctx: JobContext, p: Params, inputs: dict[str, str] | None = None
+                              ) -> Activations:
+    """Run the model over the corpus (or the 'text' input); cache the chosen layers in
+    memory-mapped shards, the tokens, and the PC1 share of every layer (from streamed
+    covariances)."""
     tokenizer, model, folder = load_model(p.model_path)
+    name = model_name(p, folder)
     n_layers = model.config.num_hidden_layers
     bad = [layer for layer in p.layers if layer > n_layers]
     if bad:
-        raise SAEInputError(f"layers {bad}: {folder.name} has hidden states 0..{n_layers}")
-    key = {"model": str(folder), "corpus": p.corpus, "max_tokens": p.max_tokens,
+        raise SAEInputError(f"layers {bad}: {name} has hidden states 0..{n_layers}")
+    corpus, text_name, text_key = text_source(p, inputs or {})
+    key = {"model": str(folder), **text_key, "max_tokens": p.max_tokens,
            "max_length": p.max_length, "special": p.include_special, "layers": sorted(p.layers),
            "version": 1}
     cache = ctx.cache_dir(key)
     if not (cache / "complete.json").is_file():
-        _fill_activation_cache(ctx, cache, tokenizer, model, p)
-    return _open_activation_cache(cache, p.layers, f"{folder.name} on {p.corpus}")
+        _fill_activation_cache(ctx, cache, tokenizer, model, p, corpus)
+    return _open_activation_cache(cache, p.layers, f"{name.split('/')[-1]} on {text_name}")
 
 
 def _fill_activation_cache(ctx: JobContext, cache: Path, tokenizer: Any, model: Any,
-                           p: Params) -> None:
+                           p: Params, corpus: str | list[str]) -> None:
     import torch
 
-    sequences = text_sequences(tokenizer, p.corpus, p.max_tokens, p.max_length)
+    sequences = text_sequences(tokenizer, corpus, p.max_tokens, p.max_length)
+    if not sequences:
+        raise SAEInputError("the text gave no sequences of at least 4 tokens")
     special = set(tokenizer.all_special_ids)
     wordpiece = tokenizer.cls_token_id is not None
     width = model.config.hidden_size
@@ -371,7 +426,7 @@ def _fill_activation_cache(ctx: JobContext, cache: Path, tokenizer: Any, model: 
                 sequence_ids += [start + row] * int(chosen.sum())
             rows = len(tokens)
             flush(final=False)
-            ctx.progress(rows, p.max_tokens, tokens_collected=rows)
+            ctx.progress(min(rows, p.max_tokens), p.max_tokens, tokens_collected=rows)
     flush(final=True)
     shares = {i: pc1_share_from_moments(sums[i], squares[i], rows) for i in range(n_states)}
     write_json_atomic(cache / "tokens.json", tokens)
@@ -542,13 +597,12 @@ def decoder_rest(model: Any, layer: int, x: torch.Tensor) -> torch.Tensor:
     return model.ln_f(x) @ model.embed.weight.T
 
 
-def decoder_sequences(lm: DecoderLM, corpus: str, max_tokens: int, length: int
+def decoder_sequences(lm: DecoderLM, corpus: str | list[str], max_tokens: int, length: int
                       ) -> list[list[int]]:
-    """Documents cut into chunks of ``length`` token ids (at least 4)."""
-    from engine.corpora import load_documents
-
+    """Documents (of a corpus name, or given) cut into chunks of ``length`` token ids (at
+    least 4)."""
     sequences, total = [], 0
-    for doc in load_documents(corpus):
+    for doc in documents_of(corpus):
         ids = lm.encode(doc[: length * 12 * 8])
         for start in range(0, len(ids), length):
             chunk = ids[start:start + length]
@@ -560,9 +614,10 @@ def decoder_sequences(lm: DecoderLM, corpus: str, max_tokens: int, length: int
     return sequences
 
 
-def collect_decoder_activations(ctx: JobContext, p: Params, lm: DecoderLM) -> Activations:
-    """Residual-stream states after each chosen number of blocks, one row per token, with the
-    PC1 share at every layer."""
+def collect_decoder_activations(ctx: JobContext, p: Params, lm: DecoderLM,
+                                inputs: dict[str, str] | None = None) -> Activations:
+    """Residual-stream states after each chosen number of blocks over the corpus (or the
+    'text' input), one row per token, with the PC1 share at every layer."""
     import torch
 
     if p.max_length > lm.model.cfg.max_len:
@@ -571,9 +626,10 @@ def collect_decoder_activations(ctx: JobContext, p: Params, lm: DecoderLM) -> Ac
     bad = [layer for layer in p.layers if layer > lm.n_layers]
     if bad:
         raise SAEInputError(f"layers {bad}: the decoder has residual states 0..{lm.n_layers}")
-    sequences = decoder_sequences(lm, p.corpus, p.max_tokens, p.max_length)
+    corpus, text_name, _ = text_source(p, inputs or {})
+    sequences = decoder_sequences(lm, corpus, p.max_tokens, p.max_length)
     if not sequences:
-        raise SAEInputError(f"corpus {p.corpus!r} gave no text for the decoder")
+        raise SAEInputError(f"{text_name}: no text of at least 4 tokens for the decoder")
     width, n_states = lm.model.cfg.d_model, lm.n_layers + 1
     sums, squares = np.zeros((n_states, width)), np.zeros((n_states, width, width))
     kept: dict[int, list[np.ndarray]] = {layer: [] for layer in p.layers}
@@ -593,7 +649,7 @@ def collect_decoder_activations(ctx: JobContext, p: Params, lm: DecoderLM) -> Ac
     return Activations({layer: np.concatenate(parts) for layer, parts in kept.items()}, tokens,
                        sequence_ids,
                        {i: pc1_share_from_moments(sums[i], squares[i], rows)
-                        for i in range(n_states)}, sequences, f"decoder LM on {p.corpus}")
+                        for i in range(n_states)}, sequences, f"decoder LM on {text_name}")
 
 
 # -- training ----------------------------------------------------------------------------------
@@ -868,6 +924,27 @@ def spliced_ce_importance(sae: SparseAutoencoder, lm: DecoderLM, layer: int,
         return importance / n_tokens, float((base.sum() - clean_ce) / n_tokens)
 
 
+def loss_recovered(sae: SparseAutoencoder, lm: DecoderLM, layer: int,
+                   sequences: list[list[int]]) -> float:
+    """SAELens's cross-entropy score: (CE zero-ablated - CE spliced) / (CE zero-ablated - CE
+    clean), the residual stream after ``layer`` blocks replaced by zeros or by the SAE's
+    reconstruction; 1 = splicing the SAE in loses nothing, 0 = as bad as deleting the stream."""
+    import torch
+    from torch.nn import functional as F
+
+    length = min(len(s) for s in sequences)
+    ids = torch.tensor([s[:length] for s in sequences])
+
+    def ce(edit: Any) -> float:
+        logits = decoder_logits(lm.model, ids[:, :-1], layer, edit)
+        return float(F.cross_entropy(logits.transpose(1, 2), ids[:, 1:]))
+
+    with torch.no_grad():
+        clean, zeroed = ce(lambda x: x), ce(torch.zeros_like)
+        spliced = ce(lambda x: sae(x.reshape(-1, x.shape[-1])).x_hat.view_as(x))
+    return (zeroed - spliced) / max(zeroed - clean, 1e-12)
+
+
 def output_tokens(lm: DecoderLM, decoder: np.ndarray, count: int) -> list[list[tuple[str, float]]]:
     """Logit lens: each decoder direction through the final norm's gain (the norm centres and
     rescales; its direction-changing part is the gain) and the tied unembedding; the ``count``
@@ -897,6 +974,7 @@ class VariantAnalysis:
     all_recovery: float
     splice_error: float
     importance_kind: str
+    loss_recovered: float = math.nan   # decoder LM only: SAELens's cross-entropy score
 
     @property
     def decoders(self) -> list[np.ndarray]:
@@ -908,7 +986,7 @@ def analyse_variant(trained: list[TrainedSAE], x: np.ndarray, p: Params, model: 
                     ) -> VariantAnalysis:
     layer, variant = trained[0].layer, trained[0].variant
     recon = [reconstruction_importance(t.sae, x) for t in trained]
-    splice_error = math.nan
+    splice_error = recovered = math.nan
     importance, kind = recon, "reconstruction error increase"
     if isinstance(model, DecoderLM) and p.importance_sequences and sequences:
         spliced_ce = [spliced_ce_importance(t.sae, model, layer, sequences, check)
@@ -916,6 +994,8 @@ def analyse_variant(trained: list[TrainedSAE], x: np.ndarray, p: Params, model: 
         importance = [imp for imp, _ in spliced_ce]
         splice_error = float(np.mean([err for _, err in spliced_ce]))
         kind = "spliced: next-token cross-entropy increase (nats/token)"
+        recovered = float(np.mean([loss_recovered(t.sae, model, layer, sequences)
+                                   for t in trained]))
     elif model is not None and p.importance_sequences and sequences:
         spliced = [spliced_importance(t.sae, model, layer, sequences, special_ids, check)
                    for t in trained]
@@ -928,7 +1008,7 @@ def analyse_variant(trained: list[TrainedSAE], x: np.ndarray, p: Params, model: 
     return VariantAnalysis(layer, variant, trained, importance, recon, best, matched,
                            top_recovery(decoders, importance, p.top_n, p.tau),
                            top_recovery(decoders, importance, p.d_sae, p.tau), splice_error,
-                           kind)
+                           kind, recovered)
 
 
 # -- artifacts ---------------------------------------------------------------------------------
@@ -1077,14 +1157,14 @@ def save_summary(ctx: JobContext, analyses: list[VariantAnalysis], acts: Activat
     if acts.pc1_share_by_layer:
         layers = sorted(acts.pc1_share_by_layer)
         outputs["anisotropy"] = ctx.save_artifact("anisotropy", plot(
-            f"Anisotropy: PC1 share of variance by layer ({acts.description})",
+            f"PC1 share of variance by layer: {acts.description}",
             [series("PC1 share", layers, [acts.pc1_share_by_layer[i] for i in layers],
                     style="bar")], xlabel="hidden-state layer (0 = embeddings)",
             ylabel="share of variance on PC1",
             hlines=[{"y": 0.7, "name": "paper: 0.70-0.999 in middle layers"}]))
     columns = ["layer", "variant", "seeds", "explained_variance", "sae_explained_variance", "l0",
                "dead_fraction", f"top{p.top_n}_recovery", "all_recovery", "mean_reproducibility",
-               "mean_hungarian", "splice_error", "importance"]
+               "mean_hungarian", "splice_error", "loss_recovered", "importance"]
     rows = []
     for a in analyses:
         mean = {key: float(np.mean([t.metrics.get(key, math.nan) for t in a.trained]))
@@ -1095,7 +1175,8 @@ def save_summary(ctx: JobContext, analyses: list[VariantAnalysis], acts: Activat
                      _plain(a.top_recovery), _plain(a.all_recovery),
                      _plain(float(np.nanmean(a.best_cosine)) if len(a.trained) > 1 else math.nan),
                      _plain(float(np.nanmean(a.hungarian_cosine)) if len(a.trained) > 1
-                            else math.nan), _plain(a.splice_error), a.importance_kind])
+                            else math.nan), _plain(a.splice_error), _plain(a.loss_recovered),
+                     a.importance_kind])
     outputs["summary"] = ctx.save_artifact("summary", {"columns": columns, "rows": rows})
     curves = [series(f"L{a.layer} {a.variant}", a.importance[0], a.best_cosine[0], style="scatter")
               for a in analyses if len(a.trained) > 1]
@@ -1150,7 +1231,7 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
     import torch
 
     model = tokenizer = None
-    model_name = "files"
+    saved_name = "files"
     if p.source == "files":
         acts = activations_from_files(inputs)
         if p.layers != [0]:
@@ -1158,12 +1239,12 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
         layers = [0]
     elif p.source == "decoder":
         model = decoder_lm(ctx, p, inputs)
-        acts = collect_decoder_activations(ctx, p, model)
-        model_name, layers = f"studio decoder LM ({model.folder.name})", p.layers
+        acts = collect_decoder_activations(ctx, p, model, inputs)
+        saved_name, layers = f"studio decoder LM ({model.folder.name})", p.layers
     else:
-        acts = collect_model_activations(ctx, p)
+        acts = collect_model_activations(ctx, p, inputs)
         tokenizer, model, folder = load_model(p.model_path)
-        model_name, layers = p.model_path and folder.name or MINILM_NAME, p.layers
+        saved_name, layers = model_name(p, folder), p.layers
     special = set(tokenizer.all_special_ids) if tokenizer is not None else set()
     sequences = [s for s in acts.sequences if len(s) >= p.importance_length]
     sequences = [s[:p.importance_length] for s in sequences[:p.importance_sequences]]
@@ -1187,7 +1268,7 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
             ctx.log(f"L{layer} {variant}: top-{p.top_n} recovery {analysis.top_recovery:.3f}, "
                     f"all {analysis.all_recovery:.3f}")
             for t in trained:
-                outputs["checkpoints"][t.name] = save_sae(ctx, t, p, model_name)
+                outputs["checkpoints"][t.name] = save_sae(ctx, t, p, saved_name)
             outputs.update(save_browsing_artifacts(
                 ctx, analysis, acts, x, p, model if isinstance(model, DecoderLM) else None))
     outputs["tokens"] = ctx.save_artifact("tokens", acts.tokens, kind="json")
@@ -1401,12 +1482,15 @@ def run_reproduce(ctx: JobContext, params: ReproduceSAEParams, inputs: dict) -> 
              f"top-50 recovery raw {on_lm['raw'].top_recovery:.3f} -> bypass "
              f"{on_lm['bypass'].top_recovery:.3f}; splicing costs raw "
              f"{on_lm['raw'].splice_error:.4f}, bypass {on_lm['bypass'].splice_error:.4f} "
-             f"nats/token; importance = next-token cross-entropy increase.")
+             f"nats/token (loss recovered raw {on_lm['raw'].loss_recovered:.3f}, bypass "
+             f"{on_lm['bypass'].loss_recovered:.3f}); importance = next-token cross-entropy "
+             f"increase.")
     ctx.log(notes)
     ctx.save_artifact("real_summary", {
         "columns": ["model", "variant", "top50_recovery", "all_recovery", "splice_error",
-                    "explained_variance", "pc1_share"],
+                    "loss_recovered", "explained_variance", "pc1_share"],
         "rows": [[name, a.variant, a.top_recovery, a.all_recovery, _plain(a.splice_error),
+                  _plain(a.loss_recovered),
                   float(np.mean([t.metrics["explained_variance"] for t in a.trained])), share]
                  for name, analyses, share in (
                      ("MiniLM L3", (mr, mb), acts.pc1_share_by_layer.get(3)),
@@ -1428,7 +1512,8 @@ SPECS = [
     MethodSpec(
         id=f"{PAPER}.train", title="SAEs across seeds, with and without the PC1 bypass",
         paper=PAPER, params=Params, run=run_train, panel="sae",
-        inputs={"activations": "array", "tokens": "file", "decoder": "checkpoint"},
+        inputs={"activations": "array", "tokens": "file", "decoder": "checkpoint",
+                "text": "file"},
         outputs={"checkpoints": "checkpoint", "summary": "table", "anisotropy": "plot"},
         resources=Resources(cpus=1, memory_gb=3),
         description=("Caches a model's activations over real text, trains TopK or ReLU+L1 SAEs "

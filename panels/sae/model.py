@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.io import FormatError
 from engine.io.sae import SAEFolder, read_sae
 from panels.lab.model import Events
 
@@ -145,10 +146,16 @@ class SAEBrowserModel:
         return f"sae:{self.run_dir}" if self.run_dir else "sae:"
 
     def open(self, path: str | os.PathLike) -> None:
-        """A run folder, a checkpoint inside one (that SAE is chosen), or a bare SAE folder."""
+        """A run folder, a checkpoint inside one (that SAE is chosen), or a bare SAE folder;
+        a file opens the folder it is in, and when that fails the message names the file."""
         path = Path(path)
         if path.is_file():
-            path = path.parent
+            try:
+                self.open(path.parent)
+                return
+            except (FormatError, ValueError, OSError) as exc:
+                raise ValueError(f"{path}: not a file of a sae_pc1 run or an SAELens SAE "
+                                 f"folder ({exc})") from None
         if (path / "artifacts").is_dir():
             self._open_run(path, None)
         elif path.parent.name == "checkpoints" and (path.parent.parent / "artifacts").is_dir():

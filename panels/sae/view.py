@@ -1,13 +1,15 @@
 """The SAE feature browser: train SAEs across seeds (with or without the PC1 bypass), then
 browse their features by importance, density and cross-seed reproducibility.
 
-Left, tabs: the sortable feature table, the feature-density histogram, the run's summary
-figures, and the ``sae_pc1.train`` form. Right, the feature page: label and note (undoable,
-autosaved through the host), the top activating contexts as a token heat map, the activation
-histogram, decoder neighbours and the best match in every other seed; for a run on the decoder
-LM also the tokens the feature promotes (logit lens) and a Steer box that runs ``sae_pc1.steer``
-through the host and shows the continuation with and without the feature added. The search box
-answers "which features fire here" for a word. Exports: a feature dashboard as HTML or PNG.
+Left, tabs: the sortable feature table (most important first), the feature-density histogram,
+the run's summary figures, and the ``sae_pc1.train`` form with its inputs (activation and token
+files, the user's own text, a decoder LM checkpoint). Right, the feature page: label and note
+(undoable, autosaved through the host), the top activating contexts as a token heat map, the
+activation histogram, decoder neighbours and the best match in every other seed; for a run on
+the decoder LM also the tokens the feature promotes (logit lens) and a Steer box that runs
+``sae_pc1.steer`` through the host and shows the continuation with and without the feature
+added. The search box answers "which features fire here" for a word. Exports: a feature
+dashboard as HTML or PNG.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from panels.widgets.images import save_widget_png
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
-from panels.widgets.schema_form import SchemaForm
+from panels.widgets.schema_form import InputPicker, SchemaForm
 from panels.widgets.token_text import TokenHeatView
 
 TRAIN_METHOD = "sae_pc1.train"
@@ -61,6 +63,7 @@ NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
            "reproducibility": "reproducibility", "hungarian": "hungarian"}
 COL_LABEL = COLUMNS.index("label")
 SUMMARY_FIGURES = ("anisotropy", "recovery", "importance_vs_reproducibility")
+STEER_ONLY_DECODER = "Steering needs a run on our decoder LM (Train: source 'decoder')."
 
 
 class _NumberItem(QTableWidgetItem):
@@ -82,6 +85,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.host = host
         self.model = SAEBrowserModel()
         self.form: SchemaForm | None = None
+        self.inputs: InputPicker | None = None
         self.page: FeaturePage | None = None
         self._filling = False
         self._build()
@@ -101,6 +105,8 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.open_button = QPushButton("Open run or SAE…")
         self.open_button.clicked.connect(self.choose_folder)
         self.sae_box = QComboBox()
+        self.sae_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.sae_box.setMinimumContentsLength(len("L12-bypass-s10"))
         self.sae_box.setToolTip("the SAE shown: layer, raw or PC1 bypass, seed")
         self.sae_box.currentTextChanged.connect(self._on_sae_chosen)
         self.search_edit = QLineEdit()
@@ -202,6 +208,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.steer_button.clicked.connect(self.steer)
         self.steer_result = QLabel("")
         self.steer_result.setWordWrap(True)
+        self.steer_result.setMinimumHeight(3 * self.steer_result.fontMetrics().lineSpacing())
         self.steer_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row = QHBoxLayout()
         for label, widget in (("alpha", self.steer_alpha), ("tokens", self.steer_tokens)):
@@ -213,6 +220,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         form.addRow(row)
         form.addRow(self.steer_result)
         self.steer_box.setEnabled(False)
+        self.steer_box.setToolTip(STEER_ONLY_DECODER)
         return self.steer_box
 
     def _build_train_tab(self) -> QWidget:
@@ -220,11 +228,14 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         layout = QVBoxLayout(tab)
         self.form_area = QScrollArea()
         self.form_area.setWidgetResizable(True)
+        self.inputs_box = QWidget()
+        QVBoxLayout(self.inputs_box).setContentsMargins(0, 0, 0, 0)
         self.run_button = QPushButton("Train SAEs")
         self.run_button.clicked.connect(self.run)
         self.run_status = QLabel("")
         self.run_status.setWordWrap(True)
         layout.addWidget(self.form_area, 1)
+        layout.addWidget(self.inputs_box)
         layout.addWidget(self.run_button)
         layout.addWidget(self.run_status)
         return tab
@@ -244,6 +255,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.sae_box.setCurrentText(self.model.current_sae)
         self.sae_box.blockSignals(False)
         self._fill_summary()
+        self._sort_default()
         self.status.setText(f"{Path(path).name}: {len(self.model.sae_names)} SAE(s); "
                             f"{len(self.model.table)} features in {self.model.current_sae}"
                             + (f"; {restored} saved edit(s) restored" if restored else ""))
@@ -289,6 +301,13 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self._filling = False
         self.density_plot.set_spec(self.model.density_histogram())
 
+    def _sort_default(self) -> None:
+        """Most important first when importance was measured, else by feature id."""
+        if np.isfinite(self.model.table.importance).any():
+            self.sort_by("importance", descending=True)
+        else:
+            self.sort_by("feature", descending=False)
+
     def sort_by(self, column: str, descending: bool = True) -> None:
         order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
         self.table.sortItems(COLUMNS.index(column), order)
@@ -313,7 +332,9 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             f"reproducibility {_fmt(page.reproducibility)} (Hungarian {_fmt(page.hungarian)})"
             f" · top tokens: {page.top_tokens or '—'}"
             + (f" · promotes: {page.output_tokens}" if page.output_tokens else ""))
-        self.steer_box.setEnabled(self.model.decoder_checkpoint is not None)
+        steerable = self.model.decoder_checkpoint is not None
+        self.steer_box.setEnabled(steerable)
+        self.steer_box.setToolTip("" if steerable else STEER_ONLY_DECODER)
         self.label_edit.setText(page.label)
         self.note_edit.setText(page.note)
         self.contexts_view.set_data(page.contexts or {"title": "no contexts stored",
@@ -391,25 +412,36 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     # -- training ------------------------------------------------------------------------------
     def refresh_methods(self) -> None:
-        schema = next((m.get("params_schema") for m in self.host.methods()
-                       if m["id"] == TRAIN_METHOD), None)
+        method = next((m for m in self.host.methods() if m["id"] == TRAIN_METHOD), None)
+        schema = None if method is None else method.get("params_schema")
         self.run_button.setEnabled(schema is not None)
+        if self.inputs is not None:
+            self.inputs.setParent(None)
+            self.inputs.deleteLater()
+            self.inputs = None
         if schema is None:
             self.form_area.setWidget(QLabel("The engine does not list sae_pc1.train yet."))
             self.form = None
             return
         self.form = SchemaForm(schema)
         self.form_area.setWidget(self.form)
+        self.inputs = InputPicker(method.get("inputs") or {})
+        self.inputs.setToolTip("activations + tokens: for source 'files'; text: your own text "
+                               "file or folder instead of the corpus; decoder: a trained "
+                               "decoder LM checkpoint for source 'decoder'")
+        self.inputs_box.layout().addWidget(self.inputs)
 
     def run(self) -> None:
         params = self.form.submittable() if self.form is not None else None
         if params is None:
             return
+        inputs = self.inputs.values() if self.inputs is not None else {}
         self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
-        self.jobs.submit(TRAIN_METHOD, params, on_error=self._rejected)
+        self.jobs.submit(TRAIN_METHOD, params, inputs, on_error=self._rejected)
 
     def _show_trained(self, job: str, method: str, outputs: dict) -> None:
-        self.open_path(self.host.run_dir(job))
+        if self.open_path(self.host.run_dir(job)):
+            self.tabs.setCurrentWidget(self.table)
 
     # -- steering ------------------------------------------------------------------------------
     def steer(self) -> None:
@@ -440,8 +472,14 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                                   f"{self.steer_prompt.text()}{outputs['steered']}")
 
     def _rejected(self, message: str) -> None:
+        """Messages under the fields and inputs they name; the rest above the form."""
+        fields, general = errors_from_message(message)
+        names = set(self.inputs.inputs) if self.inputs is not None else set()
+        if self.inputs is not None:
+            self.inputs.set_errors({k: v for k, v in fields.items() if k in names})
         if self.form is not None:
-            self.form.set_errors(errors_from_message(message))
+            shown = {k: v for k, v in fields.items() if k not in names}
+            self.form.set_errors({**shown, **({"": "; ".join(general)} if general else {})})
 
     def _on_host_event(self, envelope: dict) -> None:
         if envelope.get("type") == "methods":

@@ -252,6 +252,41 @@ def test_minilm_activations_anisotropy_splicing_and_contexts(tmp_path):
     assert again["pc1_share_by_layer"] == outputs["pc1_share_by_layer"]
 
 
+def test_the_users_text_files_replace_the_corpus(tmp_path):
+    """A folder of the user's text is what MiniLM reads; progress never passes its total, and
+    the packaged model is named by its hub name (its package folder is just "model")."""
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.txt").write_text("Zeppelins drifted over Quarrington harbour.\n\n"
+                                             "The zeppelin crews waved at the lighthouse. " * 8)
+    (tmp_path / "text" / "b.md").write_text("Quarrington fishermen mended nets at dawn. " * 8)
+    (tmp_path / "text" / "skip.bin").write_bytes(b"\xff\xfe not text")
+    events = []
+    ctx = JobContext("j", tmp_path / "run", emit=events.append, seed=0,
+                     cache_root=tmp_path / "cache")
+    p = sae_pc1.Params(max_tokens=400, max_length=32, layers=[1], d_sae=32, k=4, seeds=1,
+                       bypass="off", steps=5, batch_size=64, aux_k=8, importance_sequences=0)
+    outputs = TRAIN.run(ctx, p, {"text": str(tmp_path / "text")})
+    tokens = json.loads((tmp_path / "run" / outputs["tokens"]).read_text())
+    assert any("zeppelin" in t for t in tokens) and any("fishermen" in t for t in tokens)
+    progress = [e for e in events if e["type"] == "job_progress" and e["total"]]
+    assert progress and all(e["step"] <= e["total"] for e in progress)
+    title = json.loads((tmp_path / "run" / outputs["anisotropy"]).read_text())["title"]
+    assert "all-MiniLM-L6-v2 on text" in title
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    with pytest.raises(sae_pc1.SAEInputError, match="latin1.txt: not UTF-8"):
+        TRAIN.run(ctx, p, {"text": str(tmp_path / "latin1.txt")})
+    with pytest.raises(sae_pc1.SAEInputError, match="layers \\[9\\]: sentence-transformers"):
+        TRAIN.run(ctx, p.model_copy(update={"layers": [9]}), {})
+
+
+def test_a_broken_tokens_file_is_named(tmp_path, synthetic):
+    inputs = save_inputs(tmp_path, synthetic[0][:300])
+    (tmp_path / "tokens.json").write_text('["a", ')
+    ctx = JobContext("j", tmp_path / "run", emit=lambda e: None, seed=0)
+    with pytest.raises(sae_pc1.SAEInputError, match="tokens.json: unreadable tokens"):
+        TRAIN.run(ctx, small(), {**inputs, "tokens": str(tmp_path / "tokens.json")})
+
+
 def test_smoke_reproduce_reports_both_criteria(tmp_path):
     ctx = JobContext("j", tmp_path, emit=lambda e: None, seed=0, cache_root=tmp_path / "cache")
     result = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
@@ -352,6 +387,16 @@ def test_spliced_cross_entropy_importance_on_the_decoder(decoder_run):
     assert importance[latent] == pytest.approx(explicit, rel=1e-3, abs=1e-6)
     trained_error = json.loads((root / "run" / outputs["summary"]).read_text())
     assert trained_error["rows"][0][trained_error["columns"].index("splice_error")] > 0
+
+
+def test_loss_recovered_is_one_for_an_exact_sae_and_reported_for_trained_ones(decoder_run):
+    root, outputs = decoder_run
+    lm = sae_pc1.load_decoder(root / "run" / outputs["decoder"])
+    sequences = sae_pc1.decoder_sequences(lm, "news", 200, 16)[:4]
+    assert sae_pc1.loss_recovered(identity_sae(32), lm, 1, sequences) == pytest.approx(1.0)
+    summary = json.loads((root / "run" / outputs["summary"]).read_text())
+    recovered = [row[summary["columns"].index("loss_recovered")] for row in summary["rows"]]
+    assert all(r is not None and r < 1 for r in recovered)
 
 
 def test_steering_alpha_zero_is_unsteered_and_a_large_alpha_changes_it(decoder_run):
