@@ -75,6 +75,12 @@ class DisplayGrid:
         ijk = self.to_file(np.asarray(display)).astype(float)
         return ijk @ self.affine[:3, :3].T + self.affine[:3, 3]
 
+    def from_world(self, xyz) -> np.ndarray:
+        """World mm ``(..., 3)`` -> fractional display indices (the inverse of ``world``)."""
+        inverse = np.linalg.inv(self.affine)
+        ijk = np.asarray(xyz, dtype=float) @ inverse[:3, :3].T + inverse[:3, 3]
+        return self.to_display(ijk)
+
     def plane_slice(self, volume: Volume, plane: int, index: int, t: int) -> np.ndarray:
         """The 2-D image ``[horizontal, vertical]`` of a plane at display ``index``."""
         file_axis = self.file_axis[plane]
@@ -128,6 +134,25 @@ class ViewState:
 class Roi:
     name: str
     voxels: np.ndarray              # (n, 3) file indices in the functional volume
+    centre_mm: tuple[float, float, float] | None = None  # a sphere's centre (world)
+    radius_mm: float | None = None                         # and radius; None: an atlas label
+
+
+def sphere_section(grid: DisplayGrid, roi: Roi, plane: int,
+                   index: int) -> tuple[float, float, float] | None:
+    """Where a plane at display ``index`` cuts a sphere ROI: the circle's centre as fractional
+    display indices (horizontal, vertical) and its radius in mm; None when it misses the
+    sphere or the ROI is no sphere. Exact for any affine with orthogonal axes (oblique too):
+    the views are drawn in mm along the voxel axes."""
+    if roi.centre_mm is None or roi.radius_mm is None:
+        return None
+    centre = grid.from_world(np.asarray(roi.centre_mm))
+    distance_mm = (index - centre[plane]) * grid.voxel_mm[plane]
+    if abs(distance_mm) > roi.radius_mm:
+        return None
+    horizontal, vertical = plane_axes(plane)
+    radius = float(np.sqrt(roi.radius_mm ** 2 - distance_mm ** 2))
+    return float(centre[horizontal]), float(centre[vertical]), radius
 
 
 @dataclass
@@ -289,7 +314,8 @@ class ViewerModel:
         if not near.any():
             raise ValueError("the cursor is outside the functional image")
         x, y, z = np.round(centre).astype(int)
-        roi = Roi(f"sphere {radius_mm:g} mm at ({x}, {y}, {z})", voxels[near])
+        roi = Roi(f"sphere {radius_mm:g} mm at ({x}, {y}, {z})", voxels[near],
+                  centre_mm=tuple(float(c) for c in centre), radius_mm=float(radius_mm))
         self.rois.append(roi)
         return roi
 

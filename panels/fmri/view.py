@@ -23,12 +23,13 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, QTimer
-from PySide6.QtGui import QPainter
+from PySide6.QtGui import QColor, QPainter
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
+    QGraphicsEllipseItem,
     QHBoxLayout,
     QLabel,
     QProgressBar,
@@ -63,6 +64,7 @@ from panels.fmri.model import (
     orientation_labels,
     plane_axes,
     roi_time_courses,
+    sphere_section,
 )
 from panels.fmri.slicer import Slicer
 from panels.widgets.images import save_widget_png
@@ -77,6 +79,12 @@ EXPORT_FILTER = "PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;MP4 movie of the time ax
 GENERATED_PEN = "#D55E00"
 MASK_CHOICES = {"sphere at cursor": "sphere", "box at cursor": "box",
                 "label image…": "labels"}
+ROI_OUTLINE_WIDTH = 2  # pixels, whatever the zoom
+
+
+def roi_colour(n: int) -> QColor:
+    """The n-th ROI's colour: its time course, and its outline on the slices, share it."""
+    return pg.intColor(n, hues=9)
 
 
 class MovieExportError(RuntimeError):
@@ -154,6 +162,7 @@ class PlaneView:
             self.box.addItem(label, ignoreBounds=True)
         self.size_mm = (1.0, 1.0)
         self.voxel_mm = (1.0, 1.0)
+        self.outlines: list[QGraphicsEllipseItem] = []
 
     def set_geometry(self, shape: tuple[int, int], voxel_mm: tuple[float, float]) -> None:
         self.voxel_mm = voxel_mm
@@ -185,6 +194,19 @@ class PlaneView:
     def set_crosshair(self, h: float, v: float) -> None:
         self.lines[0].setPos((h + 0.5) * self.voxel_mm[0])
         self.lines[1].setPos((v + 0.5) * self.voxel_mm[1])
+
+    def set_outlines(self, circles: list[tuple[float, float, float, QColor]]) -> None:
+        """Sphere ROIs' cross-sections as circles ``(x mm, y mm, radius mm, colour)`` in the
+        view's coordinates; the previous ones are removed."""
+        for item in self.outlines:
+            self.box.removeItem(item)
+        self.outlines = []
+        for x, y, radius, colour in circles:
+            item = QGraphicsEllipseItem(x - radius, y - radius, 2 * radius, 2 * radius)
+            item.setPen(pg.mkPen(colour, width=ROI_OUTLINE_WIDTH))  # cosmetic: zoom-proof
+            item.setZValue(1.5)  # over the overlay, under the orientation letters
+            self.box.addItem(item, ignoreBounds=True)
+            self.outlines.append(item)
 
 
 class FmriPanel(QWidget):
@@ -556,6 +578,8 @@ class FmriPanel(QWidget):
             view.set_labels(self.radiological)
         if self.last_result is not None:
             self._draw(self.last_result)
+        elif self.model.grid is not None:  # nothing drawn yet: crosshair and ROIs still flip
+            self._show_crosshair()
 
     def set_lightbox(self, on: bool) -> None:
         self.lightbox = bool(on)
@@ -695,10 +719,8 @@ class FmriPanel(QWidget):
         voxel, volume, model = self.model.functional_voxel(), self.model.functional, self.model
         generation, layer = self._generation, self.active_layer
         if voxel is None:
-            self.time_course = None
-            self.course_curve.setData([], [])
-            self.course_plot.setTitle("no time course: the cursor is outside the functional "
-                                      "run" if volume is not None else None)
+            self._clear_time_course("no time course: the cursor is outside the functional "
+                                    "run" if volume is not None else None)
             return
         self.course_plot.setTitle(None)
         world = volume.voxel_to_world(voxel)
@@ -715,7 +737,19 @@ class FmriPanel(QWidget):
 
         self.slicer.submit("timecourse", course)
 
+    def _clear_time_course(self, reason: str | None) -> None:
+        """No curve rather than the previous cursor's, and the reason as the plot's title."""
+        self.time_course = self.generated_course = None
+        self.course_curve.setData([], [])
+        self._draw_generated_course()
+        self.course_plot.setTitle(reason)
+
     def _on_finished(self, kind: str, result, error) -> None:
+        if kind == "timecourse" and error is not None:
+            # said in the plot and the info line, not a message box per voxel dragged over
+            self._clear_time_course(f"no time course here: {getattr(error, 'problem', error)}")
+            self.info.setText(f"no time course at the cursor: {error}")  # names the file
+            return
         if error is not None:
             self._fail("fMRI viewer", str(error))
             return
@@ -785,6 +819,7 @@ class FmriPanel(QWidget):
             if self.radiological and h_axis == 0:
                 h = self.model.grid.shape[0] - 1 - h
             view.set_crosshair(h, cursor[v_axis])
+        self._show_roi_outlines()
 
     def _show_info(self, result: dict) -> None:
         """Voxel, world mm and values where the drawn result was sliced (the cursor may have
@@ -1036,6 +1071,7 @@ class FmriPanel(QWidget):
                 self.model.add_sphere(radius_mm)
         except ValueError as exc:
             return self._fail("Cannot add the ROI", str(exc))
+        self._show_roi_outlines()
         self._submit_rois()
         return True
 
@@ -1065,7 +1101,7 @@ class FmriPanel(QWidget):
             self.course_plot.removeItem(curve)
         axis = self._time_axis()
         self.roi_curves = [self.course_plot.plot(axis, courses[:, n], name=f"{n + 1}: {name}",
-                                                 pen=pg.mkPen(pg.intColor(n, hues=9), width=1))
+                                                 pen=pg.mkPen(roi_colour(n), width=1))
                            for n, name in enumerate(names[:12])]
         self.fc_matrix = matrix
         if len(names) > 1:  # ROIs by number on the axes; the legend names them
@@ -1081,6 +1117,24 @@ class FmriPanel(QWidget):
         self.roi_curves = []
         self.fc_matrix = None
         self.fc_view.setVisible(False)
+        self._show_roi_outlines()
+
+    def _show_roi_outlines(self) -> None:
+        """Each sphere ROI's cross-section on every orthogonal plane the cursor's slices cut
+        it, in its time course's colour and on the side the radiological flip puts it."""
+        grid, cursor = self.model.grid, self.model.cursor
+        for view in self.planes + self.compare_planes:
+            circles = []
+            for n, roi in enumerate(self.model.rois if grid is not None else []):
+                section = sphere_section(grid, roi, view.plane, cursor[view.plane])
+                if section is None:
+                    continue
+                h, v, radius = section
+                if self.radiological and plane_axes(view.plane)[0] == 0:
+                    h = grid.shape[0] - 1 - h
+                circles.append(((h + 0.5) * view.voxel_mm[0], (v + 0.5) * view.voxel_mm[1],
+                                radius, roi_colour(n)))
+            view.set_outlines(circles)
 
     # -- export ------------------------------------------------------------------------------
 
