@@ -28,6 +28,7 @@ from engine.io.sae import SAEFolder, read_sae
 from panels.lab.model import Events
 
 SORT_COLUMNS = ("feature", "density", "importance", "reproducibility", "hungarian")
+TEXT_COLUMNS = ("label", "top tokens")
 NOTE_FIELDS = ("label", "note")
 NEIGHBOURS = 10
 
@@ -209,12 +210,28 @@ class SAEBrowserModel:
 
     # -- the table -----------------------------------------------------------------------------
     def sorted_features(self, column: str, descending: bool = True) -> np.ndarray:
-        """Feature ids ordered by a column; NaN last either way."""
+        """Feature ids ordered by a measure; NaN last either way."""
         if column not in SORT_COLUMNS:
             raise ValueError(f"sort by one of {SORT_COLUMNS}, not {column!r}")
-        values = getattr(self.table, "ids" if column == "feature" else column).astype(float)
-        keys = np.where(np.isnan(values), np.inf, -values if descending else values)
-        return self.table.ids[np.argsort(keys, kind="stable")]
+        return self.table.ids[self.feature_order(column, descending)]
+
+    def feature_order(self, column: str, descending: bool = True) -> np.ndarray:
+        """Positions in the table ordered by any column (one numpy argsort, so a 16k-feature
+        table sorts at once): measures by number, label and top tokens by case-folded text;
+        NaN and empty text last either way."""
+        if column in SORT_COLUMNS:
+            values = getattr(self.table, "ids" if column == "feature" else column).astype(float)
+            missing = np.isnan(values)
+        elif column in TEXT_COLUMNS:
+            texts = ([self.label_of(int(f)) for f in self.table.ids] if column == "label"
+                     else self.table.top_tokens)
+            folded = np.array([text.casefold() for text in texts], dtype=str)
+            values = np.unique(folded, return_inverse=True)[1].astype(float)
+            missing = folded == ""
+        else:
+            raise ValueError(f"sort by one of {SORT_COLUMNS + TEXT_COLUMNS}, not {column!r}")
+        keys = np.where(missing, np.inf, -values if descending else values)
+        return np.argsort(keys, kind="stable")
 
     def density_histogram(self, bins: int = 40) -> dict:
         """A plot spec of log10 feature densities (features that never fire are counted)."""

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+)
 from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
@@ -37,8 +43,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSpinBox,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
+    QTableView,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -66,17 +71,108 @@ SUMMARY_FIGURES = ("anisotropy", "recovery", "importance_vs_reproducibility")
 STEER_ONLY_DECODER = "Steering needs a run on our decoder LM (Train: source 'decoder')."
 
 
-class _NumberItem(QTableWidgetItem):
-    """A cell that sorts by its number (NaN last) rather than by its text."""
+class FeatureTableModel(QAbstractTableModel):
+    """The feature table as a virtual model: a cell is read from the SAE's numpy columns only
+    when the view paints it, so a 16k-feature SAE opens at once on the Qt main thread (one
+    item per cell took seconds). Sorting is one numpy argsort (``feature_order``), numeric
+    for the measures. ``Qt.UserRole`` answers a cell's value (float, int or str)."""
 
-    def __init__(self, value: float, text: str) -> None:
-        super().__init__(text)
-        self.value = value
+    def __init__(self, browser: SAEBrowserModel, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.browser = browser
+        self.order = np.zeros(0, dtype=int)      # row -> position in browser.table
+        self.rows = np.zeros(0, dtype=int)       # position in browser.table -> row
+        self.sort_column, self.descending = "feature", False
 
-    def __lt__(self, other: QTableWidgetItem) -> bool:
-        mine = self.value if np.isfinite(self.value) else -np.inf
-        theirs = getattr(other, "value", -np.inf)
-        return mine < (theirs if np.isfinite(theirs) else -np.inf)
+    def reload(self) -> None:
+        """The browser loaded another SAE: show its features in the current sort order."""
+        self.beginResetModel()
+        self._set_order()
+        self.endResetModel()
+
+    def _set_order(self) -> None:
+        table = self.browser.table
+        self.order = (np.zeros(0, dtype=int) if table is None else
+                      self.browser.feature_order(self.sort_column, self.descending))
+        self.rows = np.empty_like(self.order)
+        self.rows[self.order] = np.arange(len(self.order))
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.order)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return super().headerData(section, orientation, role)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex,
+             role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        column = COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.TextAlignmentRole and column in NUMERIC:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role not in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.UserRole):
+            return None
+        value = self.value(int(self.order[index.row()]), column)
+        if role == Qt.ItemDataRole.UserRole or isinstance(value, str):
+            return value
+        return str(value) if isinstance(value, int) else _fmt(value)
+
+    def value(self, position: int, column: str) -> float | int | str:
+        table = self.browser.table
+        if column == "feature":
+            return int(table.ids[position])
+        if column in NUMERIC:
+            return float(getattr(table, NUMERIC[column])[position])
+        if column == "label":
+            return self.browser.label_of(int(table.ids[position]))
+        return table.top_tokens[position]
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        """Reorder by a column; the selection and current row stay on their features."""
+        self.layoutAboutToBeChanged.emit()
+        kept = self.persistentIndexList()
+        positions = [int(self.order[index.row()]) for index in kept]
+        self.sort_column = COLUMNS[column]
+        self.descending = order == Qt.SortOrder.DescendingOrder
+        self._set_order()
+        self.changePersistentIndexList(
+            kept, [self.index(int(self.rows[p]), index.column())
+                   for p, index in zip(positions, kept, strict=True)])
+        self.layoutChanged.emit()
+
+    def feature_at(self, row: int) -> int:
+        """The feature id shown in a row, -1 outside the table."""
+        if not 0 <= row < len(self.order):
+            return -1
+        return int(self.browser.table.ids[self.order[row]])
+
+    def row_of(self, feature: int) -> int:
+        """The row showing a feature, -1 when it is not in the table."""
+        if self.browser.table is None:
+            return -1
+        positions = np.flatnonzero(self.browser.table.ids == feature)
+        return int(self.rows[positions[0]]) if positions.size else -1
+
+    def label_changed(self, feature: int) -> None:
+        row = self.row_of(feature)
+        if row >= 0:
+            cell = self.index(row, COL_LABEL)
+            self.dataChanged.emit(cell, cell, [Qt.ItemDataRole.DisplayRole,
+                                               Qt.ItemDataRole.UserRole])
+
+
+class FeatureTableView(QTableView):
+    """The view of ``FeatureTableModel``; ``rowCount`` as the item table had, for scripts
+    (docs/screenshots.py) that wait for the table to fill."""
+
+    def rowCount(self) -> int:
+        return self.model().rowCount() if self.model() is not None else 0
 
 
 class SAEPanel(OpensDroppedFiles, QWidget):
@@ -87,7 +183,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.form: SchemaForm | None = None
         self.inputs: InputPicker | None = None
         self.page: FeaturePage | None = None
-        self._filling = False
+        self.features = FeatureTableModel(self.model, self)
         self._build()
         self.model.events.connect("loaded", self._show_table)
         self.model.events.connect("note_changed", self._on_note_changed)
@@ -117,13 +213,14 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         for widget in (self.open_button, self.sae_box, self.search_edit, self.export_button):
             bar.addWidget(widget)
 
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table = FeatureTableView()
+        self.table.setModel(self.features)
         self.table.setSortingEnabled(True)
-        self.table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
+        self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
-        self.table.currentCellChanged.connect(lambda row, *_: self._on_row(row))
+        self.table.selectionModel().currentRowChanged.connect(
+            lambda current, _previous: self._on_row(current.row()))
         self.density_plot = PlotSpecView()
         self.summary_box = QComboBox()
         self.summary_box.currentTextChanged.connect(self._show_summary)
@@ -259,7 +356,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.status.setText(f"{Path(path).name}: {len(self.model.sae_names)} SAE(s); "
                             f"{len(self.model.table)} features in {self.model.current_sae}"
                             + (f"; {restored} saved edit(s) restored" if restored else ""))
-        if self.table.rowCount():
+        if self.features.rowCount():
             self.table.selectRow(0)
         return True
 
@@ -273,32 +370,11 @@ class SAEPanel(OpensDroppedFiles, QWidget):
     def _on_sae_chosen(self, name: str) -> None:
         if name and name != self.model.current_sae:
             self.model.select_sae(name)
-            if self.table.rowCount():
+            if self.features.rowCount():
                 self.table.selectRow(0)
 
     def _show_table(self) -> None:
-        table = self.model.table
-        self._filling = True
-        self.table.setSortingEnabled(False)
-        try:
-            self.table.setRowCount(len(table))
-            for row in range(len(table)):
-                cells: list[QTableWidgetItem] = []
-                for column in COLUMNS:
-                    if column in NUMERIC:
-                        value = float(getattr(table, NUMERIC[column])[row])
-                        text = str(int(value)) if column == "feature" else _fmt(value)
-                        cells.append(_NumberItem(value, text))
-                    elif column == "label":
-                        cells.append(QTableWidgetItem(self.model.label_of(row)))
-                    else:
-                        cells.append(QTableWidgetItem(table.top_tokens[row]))
-                for column, item in enumerate(cells):
-                    item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
-                    self.table.setItem(row, column, item)
-        finally:
-            self.table.setSortingEnabled(True)
-            self._filling = False
+        self.features.reload()
         self.density_plot.set_spec(self.model.density_histogram())
 
     def _sort_default(self) -> None:
@@ -310,15 +386,17 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     def sort_by(self, column: str, descending: bool = True) -> None:
         order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
-        self.table.sortItems(COLUMNS.index(column), order)
+        self.table.sortByColumn(COLUMNS.index(column), order)
 
     def feature_at_row(self, row: int) -> int:
-        item = self.table.item(row, 0)
-        return -1 if item is None else int(item.value)
+        return self.features.feature_at(row)
 
     def _on_row(self, row: int) -> None:
-        if not self._filling and row >= 0:
-            self.show_feature(self.feature_at_row(row))
+        """A row chosen in the table opens its feature; a sort that only moves the current
+        row (same feature) does not reload the page."""
+        feature = self.feature_at_row(row)
+        if feature >= 0 and feature != self.model.current:
+            self.show_feature(feature)
 
     # -- the feature page ----------------------------------------------------------------------
     def show_feature(self, feature: int) -> None:
@@ -376,10 +454,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
     def _on_note_changed(self, sae: str, feature: int) -> None:
         if sae != self.model.current_sae:
             return
-        for row in range(self.table.rowCount()):
-            if self.feature_at_row(row) == feature:
-                self.table.item(row, COL_LABEL).setText(self.model.label_of(feature))
-                break
+        self.features.label_changed(feature)
         if self.page is not None and self.page.feature == feature:
             self.show_feature(feature)
 

@@ -12,7 +12,7 @@ import pytest
 from engine.context import JobContext
 from engine.methods import sae_pc1
 from panels.sae import MANIFEST
-from panels.sae.model import SAEBrowserModel, SetFeatureNote, decode
+from panels.sae.model import FeatureTable, SAEBrowserModel, SetFeatureNote, decode
 from panels.sae.view import COL_LABEL, COLUMNS, SAEPanel
 from tests.panels.conftest import FakeHost
 
@@ -66,6 +66,26 @@ def panel(host, make_widget):
     return widget
 
 
+def cell(panel: SAEPanel, row: int, column: str, role=None):
+    """What the feature table shows in a cell (its value with ``Qt.UserRole``)."""
+    from PySide6.QtCore import Qt
+
+    index = panel.features.index(row, COLUMNS.index(column))
+    return panel.features.data(index, Qt.ItemDataRole.DisplayRole if role is None else role)
+
+
+def value(panel: SAEPanel, row: int, column: str):
+    from PySide6.QtCore import Qt
+
+    return cell(panel, row, column, Qt.ItemDataRole.UserRole)
+
+
+def show_synthetic(panel: SAEPanel, table: FeatureTable) -> None:
+    """Load a feature table without a run, as select_sae does after reading one."""
+    panel.model.table, panel.model.current_sae = table, "synthetic"
+    panel.model.events.emit("loaded")
+
+
 def test_manifest_names_the_view_factory():
     import importlib
 
@@ -80,7 +100,7 @@ def test_opens_a_run_and_sorts_by_each_measure(panel, run_dir):
     assert panel.table.rowCount() == 48
     for column in ("importance", "density", "reproducibility"):
         panel.sort_by(column, descending=True)
-        shown = [panel.table.item(r, COLUMNS.index(column)).value for r in range(48)]
+        shown = [value(panel, r, column) for r in range(48)]
         finite = [v for v in shown if np.isfinite(v)]
         assert finite == sorted(finite, reverse=True)
         ids = [panel.feature_at_row(r) for r in range(48)]
@@ -89,7 +109,59 @@ def test_opens_a_run_and_sorts_by_each_measure(panel, run_dir):
             getattr(panel.model.table, column)[expected[0]])
     panel.sae_box.setCurrentText("L0-raw-s0")
     assert panel.model.current_sae == "L0-raw-s0"
+    assert panel.title_label.text().startswith("L0-raw-s0 · feature ")  # its first row opened
+    assert panel.page.feature == panel.feature_at_row(0)
     assert panel.density_plot.series_names() == ["features"]
+
+
+def test_a_16k_feature_table_is_virtual_and_sorts_in_the_model(panel):
+    from PySide6.QtWidgets import QTableView, QTableWidget
+
+    n = 16384
+    rng = np.random.default_rng(0)
+    density = rng.random(n)
+    show_synthetic(panel, FeatureTable(np.arange(n), density, rng.random(n), rng.random(n),
+                                       rng.random(n), [f"tok{i}" for i in range(n)]))
+    assert isinstance(panel.table, QTableView) and not isinstance(panel.table, QTableWidget)
+    assert panel.table.model() is panel.features  # cells come from the arrays, no items
+    assert panel.features.rowCount() == n and panel.table.rowCount() == n
+    panel.sort_by("density", descending=False)
+    expected = int(np.argsort(density)[16000])
+    assert panel.feature_at_row(16000) == expected
+    assert value(panel, 16000, "density") == density[expected]
+    assert cell(panel, 16000, "feature") == str(expected)
+    assert cell(panel, 16000, "top tokens") == f"tok{expected}"
+    assert panel.features.data(panel.features.index(n, 0)) is None  # past the end
+
+
+def test_sorting_a_column_is_numeric_not_textual(panel):
+    density = np.array([0.5, 10.0, 2.0, 100.0, np.nan, 1e-5, 9.0])
+    n = len(density)
+    nan = np.full(n, np.nan)
+    show_synthetic(panel, FeatureTable(np.arange(n), density, nan.copy(), nan.copy(),
+                                       nan.copy(), ["b", "A", "c", "", "a", "B", "C"]))
+    panel.sort_by("density", descending=False)
+    assert [value(panel, r, "density") for r in range(n - 1)] == [1e-5, 0.5, 2.0, 9.0, 10.0,
+                                                                  100.0]
+    assert [panel.feature_at_row(r) for r in range(n)] == [5, 0, 2, 6, 1, 3, 4]  # NaN last
+    assert cell(panel, n - 1, "density") == "—"
+    panel.sort_by("density", descending=True)
+    assert [panel.feature_at_row(r) for r in range(n)] == [3, 1, 6, 2, 0, 5, 4]  # NaN last
+    panel.sort_by("feature", descending=True)
+    assert [value(panel, r, "feature") for r in range(n)] == list(range(n))[::-1]
+    panel.sort_by("top tokens", descending=False)  # text: case-folded, empty last
+    assert [cell(panel, r, "top tokens").casefold() for r in range(n)] == \
+        ["a", "a", "b", "b", "c", "c", ""]
+
+
+def test_sorting_keeps_the_chosen_feature_selected(panel, run_dir):
+    assert panel.open_path(run_dir)
+    panel.table.selectRow(7)
+    feature = panel.feature_at_row(7)
+    assert panel.page.feature == feature
+    panel.sort_by("density", descending=False)
+    assert panel.feature_at_row(panel.table.currentIndex().row()) == feature
+    assert panel.page.feature == feature
 
 
 def test_opens_most_important_first_with_the_sae_name_readable(panel, run_dir, tmp_path):
@@ -142,12 +214,16 @@ def test_labels_are_undoable_through_the_window_history(panel, host, run_dir):
     panel.label_edit.editingFinished.emit()
     panel.set_label(3, "seen near water", field_name="note")
     assert panel.model.label_of(3) == "rivers"
-    assert panel.table.item(3, COL_LABEL).text() == "rivers"
+    assert cell(panel, 3, "label") == "rivers"
+    changed = []
+    panel.features.dataChanged.connect(lambda first, last, _roles: changed.append(
+        (first.row(), first.column(), last.row(), last.column())))
     assert panel.page.note == "seen near water" and host.history.stack.count() == 2
     host.history.stack.undo()
     assert panel.page.note == "" and panel.model.label_of(3) == "rivers"
     host.history.stack.undo()
-    assert panel.model.label_of(3) == "" and panel.table.item(3, COL_LABEL).text() == ""
+    assert panel.model.label_of(3) == "" and cell(panel, 3, "label") == ""
+    assert changed[-1] == (3, COL_LABEL, 3, COL_LABEL)  # the view repaints that cell
     host.history.stack.redo()
     assert panel.label_edit.text() == "rivers"
 
