@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     inspect = sub.add_parser("inspect", help="what a data file holds")
     inspect.add_argument("file")
+    inspect.add_argument("--lef", help="a DEF or route guide file's LEF: its layer and via "
+                                       "names are checked against it")
     _common(inspect)
     inspect.set_defaults(handler=cmd_inspect)
 
@@ -136,7 +138,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from engine.io import FormatError, inspect_file
 
     try:
-        report = inspect_file(args.file)
+        if args.lef:
+            from engine.io.vlsi import inspect_with_lef
+
+            report = inspect_with_lef(args.file, args.lef)
+        else:
+            report = inspect_file(args.file)
     except FormatError as exc:
         raise UsageError(str(exc)) from None
     if args.json:

@@ -12,6 +12,9 @@ Metrics (per held-out net, then averaged): connectivity (the decoded tree is val
 every load), leaf IoU (predicted vs reference branch ends), wirelength and vias relative to the
 reference tree, parse failures.
 
+Net datasets (``engine.vlsi.netdata``, an ``.npz`` of plain arrays): ``chipstar.export_dataset``
+writes the nets either source gives, ``chipstar.train`` with ``source=dataset`` trains on one.
+
 ``chipstar.train`` trains and evaluates one model; ``chipstar.route`` routes selected nets of a
 DEF with a trained model or the maze router and writes a DEF with those routes (GCell-level
 global routes: wires between GCell centres, the LEF's default vias);
@@ -103,6 +106,24 @@ def design_examples(def_path: str, lef_path: str) -> tuple[list[Example], GridSp
         raise ValueError(f"{def_path}: no routed net with a driver and a load to learn from")
     return ([make_example(n.name, n.driver, n.loads, n.edges) for n in nets],
             grid_spec(design, lef))
+
+
+def dataset_examples(path: str) -> tuple[list[Example], GridSpec]:
+    """The examples of a net dataset; errors name the file (and the net)."""
+    from engine.vlsi import VlsiError
+    from engine.vlsi.netdata import read_net_dataset
+
+    records, spec = read_net_dataset(path)
+    if not records:
+        raise VlsiError(path, "the dataset holds no nets")
+    examples = []
+    for name, driver, loads, edges in records:
+        try:
+            examples.append(make_example(name, driver, loads, edges))
+        except ValueError as exc:
+            raise VlsiError(path, f"net {name}: not a routing tree from its driver ({exc})"
+                            ) from None
+    return examples, spec
 
 
 def default_design(inputs: dict[str, str]) -> tuple[str, str]:
@@ -216,8 +237,8 @@ TABLE_COLUMNS = ["net", "loads", "reference tokens", "predicted tokens", "connec
 
 # -- parameters and training ---------------------------------------------------------------------
 
-class Params(MethodParams):
-    """Train the route transformer and measure it on held-out nets."""
+class DataParams(MethodParams):
+    """Write nets for training (synthetic or a DEF's routed nets) as a net dataset."""
 
     source: Literal["synthetic", "def"] = Field(
         "synthetic", description="synthetic nets routed by the maze router, or the routed "
@@ -227,6 +248,23 @@ class Params(MethodParams):
     nets: int = Field(4000, ge=8, le=200_000, description="synthetic: nets generated")
     min_loads: int = Field(2, ge=1, le=16, description="synthetic: fewest loads per net")
     max_loads: int = Field(4, ge=1, le=16, description="synthetic: most loads per net")
+
+    @model_validator(mode="after")
+    def _check_nets(self) -> DataParams:
+        if self.min_loads > self.max_loads:
+            raise ValueError("min_loads exceeds max_loads")
+        if self.max_loads + 1 > self.grid * self.grid:
+            raise ValueError("more pins than GCells on a layer")
+        return self
+
+
+class Params(DataParams):
+    """Train the route transformer and measure it on held-out nets."""
+
+    source: Literal["synthetic", "def", "dataset"] = Field(
+        "synthetic", description="synthetic nets routed by the maze router, the routed nets "
+                                 "of the def/lef inputs (default: the shared gcd design), or "
+                                 "the nets of the dataset input (from chipstar.export_dataset)")
     held_out: float = Field(0.05, gt=0, lt=0.5, description="fraction of nets kept for testing")
     max_eval_nets: int = Field(200, ge=1, le=10_000, description="held-out nets decoded")
     steps: int = Field(1500, ge=1, le=200_000, description="training steps")
@@ -244,24 +282,29 @@ class Params(MethodParams):
 
     @model_validator(mode="after")
     def _check(self) -> Params:
-        if self.min_loads > self.max_loads:
-            raise ValueError("min_loads exceeds max_loads")
-        if self.max_loads + 1 > self.grid * self.grid:
-            raise ValueError("more pins than GCells on a layer")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 4:
             raise ValueError("d_model / n_heads must be a multiple of 4")
         return self
 
 
+def build_examples(p: DataParams, seed: int, inputs: dict[str, str]
+                   ) -> tuple[list[Example], GridSpec]:
+    """Every net the parameters' source gives, and its grid."""
+    if p.source == "dataset":
+        if "dataset" not in inputs:
+            raise ValueError("source=dataset needs the dataset input (an .npz written by "
+                             "chipstar.export_dataset)")
+        return dataset_examples(inputs["dataset"])
+    if p.source == "def":
+        return design_examples(*default_design(inputs))
+    return (list(synthetic_examples(p.nets, p.grid, p.layers, p.min_loads, p.max_loads, seed)),
+            GridSpec(p.grid, p.grid, p.layers))
+
+
 def load_examples(p: Params, seed: int, inputs: dict[str, str]
                   ) -> tuple[list[Example], list[Example], GridSpec]:
     """(train, held-out, grid) for the parameters."""
-    if p.source == "def":
-        examples, spec = design_examples(*default_design(inputs))
-    else:
-        spec = GridSpec(p.grid, p.grid, p.layers)
-        examples = list(synthetic_examples(p.nets, p.grid, p.layers, p.min_loads, p.max_loads,
-                                           seed))
+    examples, spec = build_examples(p, seed, inputs)
     order = np.random.default_rng(seed + 1).permutation(len(examples))
     cut = max(1, int(round(len(examples) * p.held_out)))
     test = [examples[i] for i in order[:cut]][:p.max_eval_nets]
@@ -357,6 +400,21 @@ def run_train(ctx: JobContext, params: Params, inputs: dict) -> dict:
         "final": trained.final,
     }
     return outputs
+
+
+# -- chipstar.export_dataset: nets for training as a file ---------------------------------------
+
+def run_export_dataset(ctx: JobContext, params: DataParams, inputs: dict) -> dict:
+    from engine.vlsi.netdata import write_net_dataset
+
+    examples, spec = build_examples(params, ctx.seed, inputs)
+    path = write_net_dataset(ctx.output_dir / "artifacts" / "nets.npz",
+                             [(ex.name, ex.driver, ex.loads, ex.edges) for ex in examples], spec)
+    ctx.log(f"{len(examples)} nets on a {spec.nx} x {spec.ny} x {spec.layers} grid")
+    return {"dataset": ctx.save_file("nets.npz", path),
+            "final": {"nets": len(examples), "grid": list(spec.shape),
+                      "loads": sum(len(ex.loads) for ex in examples),
+                      "tokens": sum(len(ex.tokens) for ex in examples)}}
 
 
 # -- chipstar.route: route nets of a DEF and write it back ---------------------------------------
@@ -592,15 +650,25 @@ SPECS: list[MethodSpec] = [
     MethodSpec(
         id="chipstar.train", title="ChiP-STAR: learn to route nets as token trees",
         paper=PAPER, params=Params, run=run_train,
-        inputs={"def": "design", "lef": "technology"},
+        inputs={"def": "design", "lef": "technology", "dataset": "dataset"},
         outputs={"metrics_plot": "plot", "loss_plot": "plot", "routes": "table",
                  "checkpoint": "checkpoint", "final": "json"},
         resources=Resources(cpus=1, memory_gb=2),
         description=("Trains a seq2seq transformer (dual-frame rotary encoding, Fourier-"
                      "factorised attention prior, cumulative coordinate noise, each "
-                     "switchable) on synthetic maze-routed nets or on the routed nets of a "
-                     "DEF snapped to its GCell grid, and reports held-out connectivity, leaf "
-                     "IoU, wirelength and vias."),
+                     "switchable) on synthetic maze-routed nets, on the routed nets of a "
+                     "DEF snapped to its GCell grid or on a net dataset, and reports held-out "
+                     "connectivity, leaf IoU, wirelength and vias."),
+    ),
+    MethodSpec(
+        id="chipstar.export_dataset", title="ChiP-STAR: write nets for training as a dataset",
+        paper=PAPER, params=DataParams, run=run_export_dataset,
+        inputs={"def": "design", "lef": "technology"},
+        outputs={"dataset": "dataset", "final": "json"},
+        resources=Resources(cpus=1, memory_gb=2),
+        description=("Writes synthetic maze-routed nets, or the routed nets of a DEF snapped "
+                     "to its GCell grid, as a net dataset (.npz of plain arrays: driver, "
+                     "loads and tree per net) that chipstar.train reads with source=dataset."),
     ),
     MethodSpec(
         id="chipstar.route", title="ChiP-STAR: route DEF nets and write the DEF",

@@ -9,7 +9,8 @@ the ruler (``RulerAxis``) lays its ticks out at most ten times a second while th
 Pins, components, obstructions and special wires are rectangle outlines in one ``RectsItem``
 each; the overlays (GCell grid, congestion heat map, the selected net's tree and vias, its GCell
 snapping, the predicted routes and the GCell edges where prediction and reference differ) are
-``PairsItem``s of axis-parallel segments.
+``PairsItem``s of axis-parallel segments. Route guides (of the selected net, or of every net)
+are translucent rectangles in their layer's colour, one ``pg.BarGraphItem``.
 """
 
 from __future__ import annotations
@@ -39,8 +40,9 @@ from panels.routing.geometry import (
 from panels.routing.model import SPECIAL_COLOUR, RouteModel
 
 OVERLAYS = ("components", "pins", "special nets", "obstructions", "GCell grid", "congestion",
-            "snapping", "prediction")
-DEFAULT_OFF = {"GCell grid", "congestion", "obstructions"}
+            "snapping", "prediction", "guides", "guides of all nets")
+DEFAULT_OFF = {"GCell grid", "congestion", "obstructions", "guides of all nets"}
+GUIDE_ALPHA = 70  # of 255: the wires under a guide stay readable
 HIGHLIGHT = "#ffffff"
 PREDICTED = "#ff9f1c"
 ONLY_PREDICTED = "#ff3b3b"
@@ -616,6 +618,10 @@ class LayoutCanvas(pg.PlotWidget):
                                          brush=pg.mkBrush("#ff0000"))
         self.shorts.setZValue(30)
         self.addItem(self.shorts)
+        self.guides = pg.BarGraphItem(x0=np.zeros(0), y0=np.zeros(0), x1=np.zeros(0),
+                                      y1=np.zeros(0), brushes=[], pen=None)
+        self.guides.setZValue(1)  # over the heat map and the cells, under the wires
+        self.addItem(self.guides)
         self.congestion_map: np.ndarray | None = None
 
     def _add(self, item):
@@ -729,6 +735,31 @@ class LayoutCanvas(pg.PlotWidget):
             self.shorts.setData([xy[0] for _, _, xy in found], [xy[1] for _, _, xy in found])
             self.draw_element(element)
         self.draw_prediction()
+        self.draw_guides()
+
+    def draw_guides(self) -> None:
+        """The guides on visible layers: the selected net's, or every net's when that
+        overlay is on (nothing without a selection)."""
+        model = self.model
+        boxes, names = np.zeros((0, 4)), []
+        if model.design is not None and model.guides is not None and self.overlay_on["guides"]:
+            every = self.overlay_on["guides of all nets"]
+            if every or model.selected is not None:
+                net = None if every else model.design.nets[model.selected].name
+                visible = {s.name for s in model.styles if s.visible}
+                boxes, names = model.guide_boxes(net, visible)
+        colours = {s.name: s.colour for s in model.styles}
+        brushes = []
+        for name in names:
+            colour = QColor(colours.get(name, SPECIAL_COLOUR))
+            colour.setAlpha(GUIDE_ALPHA)
+            brushes.append(pg.mkBrush(colour))
+        self.guides.setOpts(x0=boxes[:, 0], y0=boxes[:, 1], x1=boxes[:, 2], y1=boxes[:, 3],
+                            brushes=brushes)
+
+    def guide_count(self) -> int:
+        """How many guide rectangles are drawn (tests and the status line)."""
+        return len(self.guides.opts["x0"])
 
     def draw_element(self, element: tuple[str, list] | None) -> None:
         """The segment or via picked for editing."""
@@ -820,6 +851,8 @@ class LayoutCanvas(pg.PlotWidget):
             self._draw_snapping(self.model.selected)
         if name == "prediction":
             self.draw_prediction()
+        if name.startswith("guides"):
+            self.draw_guides()
 
     def apply_visibility(self) -> None:
         on = self.overlay_on
@@ -838,6 +871,8 @@ class LayoutCanvas(pg.PlotWidget):
         self.snap_nodes.setVisible(on["snapping"])
         for item in (self.predicted, self.only_predicted, self.only_reference):
             item.setVisible(on["prediction"])
+        if self.model.guides is not None:
+            self.draw_guides()  # the guides follow the layers' visibility and colours
 
     def drawn_points(self, item: PairsItem) -> int:
         """How many points an item holds (tests and the status line)."""

@@ -1,5 +1,5 @@
 """The route canvas's state without Qt: the design, its layers' styles, the selected net, a
-predicted design to compare with, and the undoable wiring edits.
+predicted design to compare with, route guides shown over it, and the undoable wiring edits.
 
 An edit is a plain command (``panels.api.EditCommand``): ``EditWiring`` removes and adds
 segments and vias of one net, named by layer and via names so its JSON form (the autosave the
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.vlsi.def_ import SEG, VIA, Design, read_def, write_def
+from engine.vlsi.guide import RECT, Guides, guides_from_design, read_guides, write_guides
 from engine.vlsi.lef import Lef, read_lef
 from panels.lab.model import Events
 from panels.routing.geometry import (
@@ -93,13 +94,14 @@ def decode(data: dict) -> EditWiring:
 
 class RouteModel:
     """Events: ``loaded`` (), ``layers`` (), ``selected`` (index), ``wiring`` (net),
-    ``prediction`` ()."""
+    ``prediction`` (), ``guides`` ()."""
 
     def __init__(self) -> None:
         self.design: Design | None = None
         self.lef: Lef | None = None
         self.lef_path: str | None = None
         self.prediction: Design | None = None
+        self.guides: Guides | None = None
         self.styles: list[LayerStyle] = []
         self.selected: int | None = None
         self.checker: Checker | None = None
@@ -108,7 +110,7 @@ class RouteModel:
         self.version = 0        # grows with every change of wiring (caches key on it)
         self._shorts: tuple[tuple[int, int] | None, list] = (None, [])
         self.edited = False     # the wiring differs from the file's (an edit, even undone)
-        self.events = Events("loaded", "layers", "selected", "wiring", "prediction")
+        self.events = Events("loaded", "layers", "selected", "wiring", "prediction", "guides")
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -138,6 +140,7 @@ class RouteModel:
         if lef_path:
             self.lef, self.lef_path = lef, str(lef_path)
         self.prediction = None
+        self.guides = None
         self._set_design(design)
         return design
 
@@ -404,6 +407,45 @@ class RouteModel:
             self.last_check = self.check(self.selected)
         self.events.emit("prediction")
         return predicted
+
+    # -- route guides ----------------------------------------------------------------------
+
+    def load_guides(self, path: str | os.PathLike) -> Guides:
+        """Guides of the open design (layers checked against its LEF when one is open)."""
+        if self.design is None:
+            raise ValueError("open the DEF the guides belong to first")
+        guides = read_guides(path, self.lef)
+        names = {net.name for net in self.design.nets}
+        if not names & set(guides.nets):
+            raise ValueError(f"{path}: none of its {len(guides.nets)} nets is a net of design "
+                             f"{self.design.name}")
+        self.guides = guides
+        self.events.emit("guides")
+        return guides
+
+    def clear_guides(self) -> None:
+        self.guides = None
+        self.events.emit("guides")
+
+    def guide_boxes(self, net: str | None, layers: set[str] | None = None
+                    ) -> tuple[np.ndarray, list[str]]:
+        """(rectangles (n, 4) in microns, their layer names) of one net's guides or, with
+        ``net`` None, of every net; only on ``layers`` when given."""
+        if self.guides is None or self.design is None:
+            return np.zeros((0, 4)), []
+        rects = self.guides.rects if net is None else self.guides.net_rects(net)
+        names = [self.guides.layer_names[k] for k in rects[:, RECT["layer"]].tolist()]
+        if layers is not None:
+            keep = np.array([name in layers for name in names], dtype=bool)
+            rects, names = rects[keep], [n for n, k in zip(names, keep, strict=True) if k]
+        boxes = rects[:, [RECT["x1"], RECT["y1"], RECT["x2"], RECT["y2"]]]
+        return boxes / self.design.dbu_per_micron, names
+
+    def save_guides(self, path: str | os.PathLike) -> Path:
+        """GCell-aligned guides covering the (edited) design's wiring, as a ``.guide`` file."""
+        if self.design is None or self.lef is None:
+            raise ValueError("route guides need the DEF and its LEF (routing layers, vias)")
+        return write_guides(guides_from_design(self.design, self.lef, str(path)), path)
 
     def clear_prediction(self) -> None:
         self.prediction = None

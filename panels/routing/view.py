@@ -1,6 +1,8 @@
 """The route canvas panel: open LEF/DEF, look at the layout layer by layer, find a net, read
 its statistics and checks, edit its wiring (undoable, autosaved), compare with routes a
-router wrote (a second DEF, or ``chipstar.route`` run from here), save the DEF.
+router wrote (a second DEF, or ``chipstar.route`` run from here), save the DEF. Route guides
+(``.guide``) opened over a design are a translucent overlay; "Save guides…" writes the
+design's own (GCell-aligned, covering its wiring).
 
 Left: the layers (checkbox = visible, swatch = colour; double-click the swatch to change it),
 the overlays, the net search. Middle: the canvas (``LayoutCanvas``) or the 3-D layer stack.
@@ -86,6 +88,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("selected", lambda index: self._on_selected())
         self.model.events.connect("wiring", self._on_wiring)
         self.model.events.connect("prediction", self._on_prediction)
+        self.model.events.connect("guides", self._on_guides)
         self.jobs = PanelJobs(host, self.route_status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
 
@@ -96,8 +99,10 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         bar = QHBoxLayout()
         for text, slot in (("Open DEF…", self._choose_def), ("Open LEF…", self._choose_lef),
                            ("Compare with DEF…", self._choose_prediction),
-                           ("Save DEF…", self._choose_save), ("Export image…",
-                                                              self._choose_export)):
+                           ("Save DEF…", self._choose_save),
+                           ("Open guides…", self._choose_guides),
+                           ("Save guides…", self._choose_save_guides),
+                           ("Export image…", self._choose_export)):
             button = QPushButton(text)
             button.clicked.connect(slot)
             bar.addWidget(button)
@@ -249,9 +254,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     # -- opening and saving ----------------------------------------------------------------
 
     def open_file(self, path: str | os.PathLike) -> bool:
-        """A DEF (its folder's only LEF is opened with it when none is open yet) or a LEF
-        (an open DEF is re-read against it). Problems are reported, never raised."""
+        """A DEF (its folder's only LEF is opened with it when none is open yet), a LEF
+        (an open DEF is re-read against it) or route guides of the open DEF. Problems are
+        reported, never raised."""
         path = Path(path)
+        if path.suffix.lower() == ".guide":
+            return self.load_guides(path)
         if path.suffix.lower() in (".lef", ".tlef"):
             if not self._reading(lambda: self.model.load_lef(path)):
                 return False
@@ -295,6 +303,24 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.host.show_error("Cannot save the DEF", f"{path}: {exc}")
             return False
         self.status.setText(f"Saved {written}")
+        return True
+
+    def load_guides(self, path: str | os.PathLike) -> bool:
+        try:
+            self.model.load_guides(path)
+        except (FormatError, ValueError, OSError) as exc:
+            self.host.show_error("Cannot open the route guides", str(exc))
+            self.status.setText(f"Not opened: {exc}")
+            return False
+        return True
+
+    def save_guides(self, path: str | os.PathLike) -> bool:
+        try:
+            written = self.model.save_guides(path)
+        except (OSError, ValueError) as exc:
+            self.host.show_error("Cannot save the route guides", f"{path}: {exc}")
+            return False
+        self.status.setText(f"Saved route guides {written}")
         return True
 
     def load_prediction(self, path: str | os.PathLike) -> bool:
@@ -783,6 +809,19 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 "GCell edges only the prediction uses; blue: only the reference.")
         self._start_checks()
 
+    def _on_guides(self) -> None:
+        guides = self.model.guides
+        self.canvas.draw_guides()
+        if guides is not None:
+            known = {net.name for net in self.model.design.nets}
+            missing = [name for name in guides.nets if name not in known]
+            self.status.setText(
+                f"Route guides {Path(guides.path).name}: {len(guides.nets)} nets, "
+                f"{len(guides.rects)} rectangles on {len(guides.layer_names)} layers"
+                + (f"; {len(missing)} net(s) not in this design" if missing else "")
+                + ". Overlay 'guides' shows the selected net's; 'guides of all nets' every "
+                  "net's.")
+
     def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
         """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
         an edited design is written to the workspace first)."""
@@ -911,6 +950,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._ask("Save the DEF", "DEF designs (*.def)", self.save_def, save=True,
                   suffix="def")
 
+    def _choose_guides(self) -> None:
+        self._ask("Open route guides", "Route guides (*.guide)", self.load_guides)
+
+    def _choose_save_guides(self) -> None:
+        self._ask("Save route guides", "Route guides (*.guide)", self.save_guides, save=True,
+                  suffix="guide")
+
     def _choose_export(self) -> None:
         def export(path: str) -> None:
             try:
@@ -950,8 +996,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.model.snap(0.1) or max(scale // 10, 1)
 
     def open_dropped(self, paths: list[str]) -> None:
-        for path in sorted(paths, key=lambda p: not p.lower().endswith((".lef", ".tlef"))):
-            self.open_file(path)  # the LEF first, so the DEF is read against it
+        def order(path: str) -> int:  # the LEF, then the DEF read against it, then guides
+            name = path.lower()
+            return 0 if name.endswith((".lef", ".tlef")) else 2 if name.endswith(".guide") else 1
+
+        for path in sorted(paths, key=order):
+            self.open_file(path)
 
     def closeEvent(self, event) -> None:
         self.shutdown()

@@ -221,3 +221,26 @@ def test_claim_table_shows_whole_criterion_names():
     column = len(long_name) + 1  # the measured column starts after the longest name
     assert lines[3][:column].rstrip() == "finite" and lines[3][column:].split()[0] == "1"
     assert lines[1][column:].split()[0] == "measured"
+
+
+def test_inspect_a_def_with_its_lef(tmp_path):
+    import pytest
+
+    from engine.vlsi import shared_design_paths
+
+    found = shared_design_paths()
+    if found is None:
+        pytest.skip("../shared/data/vlsi (the gcd design) is absent")
+    lef, def_ = (str(p) for p in found)
+    out = cli("inspect", def_, "--lef", lef, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["format"] == "def" and report["metadata"]["lef"] == lef
+    assert report["summary"]["routed_nets"] == 404
+    bad = tmp_path / "bad.def"
+    bad.write_text(found[1].read_text().replace("+ ROUTED metal2 ( 42750 74060 )",
+                                                "+ ROUTED metalX ( 42750 74060 )"))
+    out = cli("inspect", str(bad), "--lef", lef)
+    assert out.returncode == 2 and "bad.def: line 2541: layer metalX is not defined" in out.stderr
+    out = cli("inspect", lef, "--lef", lef)
+    assert out.returncode == 2 and "--lef applies to DEF and route guide files" in out.stderr

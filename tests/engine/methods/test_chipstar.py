@@ -188,3 +188,87 @@ def test_reproduce_smoke_returns_a_claim(tmp_path):
         assert math.isfinite(criterion["measured"]) and criterion["paper"]
     assert claim["criteria"][2]["passed"]  # linear memory shows even at smoke sizes
     json.dumps(claim)
+
+
+# -- net datasets ---------------------------------------------------------------------------------
+
+EXPORT = SPECS["chipstar.export_dataset"]
+
+
+def test_a_dataset_from_the_def_trains_on_the_same_token_sequences(tmp_path, gcd):
+    ctx = JobContext("e", tmp_path / "export", emit=lambda event: None, seed=0)
+    outputs = EXPORT.run(ctx, EXPORT.params(source="def"), dict(gcd))
+    path = str(tmp_path / "export" / outputs["dataset"])
+    direct, direct_spec = chipstar.design_examples(gcd["def"], gcd["lef"])
+    assert outputs["final"]["nets"] == len(direct) > 300
+    from_file, spec = chipstar.dataset_examples(path)
+    assert spec == direct_spec and spec.shape == (47, 49, 10)
+    assert [ex.tokens for ex in from_file] == [ex.tokens for ex in direct]
+    assert from_file == direct  # names, drivers, loads and trees too
+    p_file, p_def = TRAIN.params(source="dataset"), TRAIN.params(source="def")
+    split_file = chipstar.load_examples(p_file, 3, {"dataset": path})
+    assert split_file == chipstar.load_examples(p_def, 3, dict(gcd))
+    with pytest.raises(ValueError, match="needs the dataset input"):
+        chipstar.load_examples(p_file, 3, {})
+    trained = TRAIN.run(JobContext("t", tmp_path / "train", emit=lambda event: None, seed=0),
+                        TRAIN.params(source="dataset", steps=2, eval_every=2, max_eval_nets=3,
+                                     batch_size=4, d_model=32, n_heads=2, n_layers=1),
+                        {"dataset": path})
+    assert set(trained["final"]) == set(chipstar.METRICS)
+
+
+def test_a_synthetic_dataset_matches_synthetic_training_data(tmp_path):
+    ctx = JobContext("e", tmp_path, emit=lambda event: None, seed=5)
+    outputs = EXPORT.run(ctx, EXPORT.params(grid=8, layers=3, nets=40, max_loads=3), {})
+    examples, spec = chipstar.dataset_examples(str(tmp_path / outputs["dataset"]))
+    assert examples == list(chipstar.synthetic_examples(40, 8, 3, 2, 3, 5))
+    assert spec.shape == (8, 8, 3) and spec.directions == ("H", "V", "H")
+
+
+def test_hostile_or_truncated_datasets_are_refused_clearly(tmp_path):
+    import numpy as np
+
+    from engine.vlsi import VlsiError
+    from engine.vlsi.netdata import read_net_dataset, write_net_dataset
+    from engine.vlsi.router import GridSpec
+
+    good = tmp_path / "good.npz"
+    spec = GridSpec(8, 8, 2)
+    net = ("n0", (0, 0, 0), ((2, 0, 0),), frozenset({((0, 0, 0), (1, 0, 0)),
+                                                     ((1, 0, 0), (2, 0, 0))}))
+    write_net_dataset(good, [net], spec)
+    assert read_net_dataset(good)[0] == [net]
+    data = good.read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
+    (tmp_path / "text.npz").write_text("nets\n")
+    with open(tmp_path / "pickled.npz", "wb") as handle:
+        np.savez(handle, format=np.array([{"evil": 1}], dtype=object))
+    arrays = dict(np.load(good, allow_pickle=False))
+
+    def variant(name: str, **changes) -> str:
+        with open(tmp_path / name, "wb") as handle:
+            np.savez(handle, **{**arrays, **changes})
+        return name
+
+    cases = {
+        "cut.npz": "not a readable net dataset",
+        "text.npz": "not a readable net dataset",
+        "pickled.npz": "holds pickled objects",
+        "missing.npz": "no such file",
+        variant("format.npz", format=np.array("something")): "not a net dataset",
+        variant("version.npz", version=np.array(2)): "version 2; this Studio reads version 1",
+        variant("floats.npz", drivers=np.zeros((1, 3))): "drivers holds float64",
+        variant("offsets.npz", load_offsets=np.array([0, 5])): "load_offsets does not index",
+        variant("outside.npz", loads=np.array([[9, 0, 0]])): r"node \[9, 0, 0\] outside",
+        variant("jump.npz", edges=np.array([[0, 0, 0, 2, 0, 0], [1, 0, 0, 2, 0, 0]])):
+            "does not join adjacent GCells",
+        variant("huge.npz", grid=np.array([10**9, 8, 2])): "expected 3 sizes",
+        variant("shape.npz", drivers=np.zeros((2, 3), dtype=np.int64)): "has shape",
+        variant("cycle.npz", edges=np.array([[0, 0, 0, 1, 0, 0], [0, 1, 0, 1, 1, 0],
+                                            [0, 0, 0, 0, 1, 0], [1, 0, 0, 1, 1, 0]]),
+                edge_offsets=np.array([0, 4])): "net n0: not a routing tree",
+    }
+    for name, message in cases.items():
+        with pytest.raises(VlsiError, match=message) as caught:
+            chipstar.dataset_examples(str(tmp_path / name))
+        assert str(caught.value).startswith(str(tmp_path / name)), name
