@@ -86,6 +86,9 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    from studio import main_thread_gc
+
+    main_thread_gc.install(app)  # worker threads must never collect Qt wrappers
     app.setApplicationName("Studio")
     app.setOrganizationName("Studio")
     app.setApplicationDisplayName("Studio")

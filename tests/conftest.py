@@ -21,6 +21,22 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    """Once a test has made the QApplication, garbage is collected on its main thread only,
+    as in the app (studio.main_thread_gc): a collection on a panel's worker thread that meets
+    a closed widget of an earlier test deadlocks or crashes the process."""
+    yield
+    if "PySide6.QtWidgets" in sys.modules:
+        from PySide6.QtWidgets import QApplication
+
+        app = QApplication.instance()
+        if app is not None:
+            from studio import main_thread_gc
+
+            main_thread_gc.install(app)
+
+
 @pytest.fixture
 def workspace_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty workspace folder, also set as ``$STUDIO_WORKSPACE`` for code that asks."""
