@@ -94,8 +94,10 @@ def bench_playback(size: int = 256) -> dict:
 
     from engine.io.crowd import tracks_from_array
     from panels.crowd.view import CrowdPanel
+    from studio import main_thread_gc
 
     app = QApplication.instance() or QApplication([])
+    main_thread_gc.install(app)  # as the app does: no collection on worker threads
     rng = np.random.default_rng(0)
     panel = CrowdPanel(_Host())
     panel.resize(1400, 800)

@@ -101,7 +101,10 @@ def _bare_window(started: float) -> int:
     from PySide6.QtCore import QEvent, QObject, QTimer
     from PySide6.QtWidgets import QApplication, QLabel, QMainWindow
 
+    from studio import main_thread_gc
+
     app = QApplication(sys.argv[:1])
+    main_thread_gc.install(app)  # as the app does: no collection on worker threads
     window = QMainWindow()
     window.setCentralWidget(QLabel("bare"))
 

@@ -63,8 +63,10 @@ def _grid_rows(smiles: list[str]) -> list[dict]:
     from PySide6.QtWidgets import QApplication
 
     from panels.molecules.view import MoleculesPanel
+    from studio import main_thread_gc
 
     app = QApplication.instance() or QApplication([])
+    main_thread_gc.install(app)  # as the app does: no collection on worker threads
     panel = MoleculesPanel(_Host())
     panel.resize(1400, 900)
     panel.show()

@@ -69,8 +69,10 @@ def measure(segments: int = SEGMENTS, frames: int = FRAMES) -> dict:
 
     from panels.routing.canvas import LayoutCanvas
     from panels.routing.model import RouteModel
+    from studio import main_thread_gc
 
     app = QApplication.instance() or QApplication([])
+    main_thread_gc.install(app)  # as the app does: no collection on worker threads
     model = RouteModel()
     started = time.perf_counter()
     model._set_design(synthetic_design(segments))

@@ -490,7 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QCoreApplication, QEvent, QSettings
     from PySide6.QtWidgets import QApplication
 
+    from studio import main_thread_gc
+
     app = QApplication.instance() or QApplication(sys.argv[:1])
+    main_thread_gc.install(app)  # as the app does: no collection on worker threads
     app.setApplicationName("Studio")
     app.setOrganizationName("Studio")
     loop = qasync.QEventLoop(app)
