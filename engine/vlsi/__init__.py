@@ -20,6 +20,14 @@ class VlsiError(FormatError):
         self.line = line
 
 
+def read_text(path: Path) -> str:
+    """A LEF, DEF or guide file's text; ``VlsiError`` when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise VlsiError(path, f"cannot read it ({exc.strerror})") from None
+
+
 def shared_design_paths() -> tuple[Path, Path] | None:
     """(Nangate45 LEF, routed gcd DEF) from ``../shared/data/vlsi`` beside the checkout, or
     None when that folder is absent (a checkout without the shared data)."""

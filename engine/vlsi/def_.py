@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.vlsi import VlsiError
+from engine.vlsi import VlsiError, read_text
 
 if TYPE_CHECKING:
     from engine.vlsi.lef import Lef
@@ -165,10 +165,7 @@ class Design:
 def read_def(path: str | Path, lef: Lef | None = None) -> Design:
     """Read a DEF file; with ``lef``, layer and via names are checked against it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise VlsiError(path, f"cannot read it ({exc.strerror})") from None
+    text = read_text(path)
     return parse_def(text, str(path), lef)
 
 

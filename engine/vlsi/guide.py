@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.vlsi import VlsiError
+from engine.vlsi import VlsiError, read_text
 
 if TYPE_CHECKING:
     from engine.vlsi.def_ import Design
@@ -65,10 +65,7 @@ class Guides:
 def read_guides(path: str | Path, lef: Lef | None = None) -> Guides:
     """Read a guide file; with ``lef``, every layer must be one the LEF defines."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise VlsiError(path, f"cannot read it ({exc.strerror})") from None
+    text = read_text(path)
     return parse_guides(text, str(path), lef)
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.vlsi import VlsiError
+from engine.vlsi import VlsiError, read_text
 
 TOKEN = re.compile(r'"[^"]*"|[^\s;]+|;')
 COMMENT = re.compile(r"#[^\n]*")
@@ -109,10 +109,7 @@ class Lef:
 def read_lef(path: str | Path) -> Lef:
     """Read a LEF file; ``VlsiError`` names the file and line of any problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise VlsiError(path, f"cannot read it ({exc.strerror})") from None
+    text = read_text(path)
     return parse_lef(text, str(path))
 
 

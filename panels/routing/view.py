@@ -297,13 +297,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.tabs.setCurrentIndex(TAB_ROUTE)
 
     def save_def(self, path: str | os.PathLike) -> bool:
-        try:
-            written = self.model.save(path)
-        except (OSError, ValueError) as exc:
-            self.host.show_error("Cannot save the DEF", f"{path}: {exc}")
-            return False
-        self.status.setText(f"Saved {written}")
-        return True
+        return self._save("the DEF", self.model.save, path)
 
     def load_guides(self, path: str | os.PathLike) -> bool:
         try:
@@ -315,12 +309,16 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         return True
 
     def save_guides(self, path: str | os.PathLike) -> bool:
+        return self._save("the route guides", self.model.save_guides, path)
+
+    def _save(self, what: str, write, path: str | os.PathLike) -> bool:
+        """Write through ``write(path)``; a failure is shown, naming the file."""
         try:
-            written = self.model.save_guides(path)
+            written = write(path)
         except (OSError, ValueError) as exc:
-            self.host.show_error("Cannot save the route guides", f"{path}: {exc}")
+            self.host.show_error(f"Cannot save {what}", f"{path}: {exc}")
             return False
-        self.status.setText(f"Saved route guides {written}")
+        self.status.setText(f"Saved {what} to {written}")
         return True
 
     def load_prediction(self, path: str | os.PathLike) -> bool:

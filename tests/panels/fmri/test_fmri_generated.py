@@ -77,12 +77,8 @@ def host(tmp_path) -> RecordingHost:
 
 
 @pytest.fixture
-def panel(make_widget, host, qtbot, workspace_dir) -> FmriPanel:
-    widget = make_widget(FmriPanel, host)
-    widget.resize(1000, 900)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+def panel(show_panel, host) -> FmriPanel:
+    return show_panel(host, height=900)
 
 
 def test_layer_model_edits_round_trip(runs, tmp_path) -> None:

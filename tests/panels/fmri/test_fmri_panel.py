@@ -22,15 +22,6 @@ NIBABEL_DATA = Path(nib.__file__).parent / "tests" / "data"
 NITIME_FMRI = Path(__import__("nitime").__file__).parent / "data" / "fmri1.nii.gz"
 
 
-@pytest.fixture
-def panel(make_widget, fake_host, qtbot, workspace_dir) -> FmriPanel:
-    widget = make_widget(FmriPanel, fake_host)
-    widget.resize(1000, 760)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
-
-
 def _drawn(panel: FmriPanel, qtbot, **state) -> dict:
     """Wait until the last drawn result has this cursor/t (and a time course if asked)."""
     def done() -> bool:

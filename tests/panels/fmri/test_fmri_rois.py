@@ -17,15 +17,6 @@ SHAPE = (20, 16, 12, 4)
 VOXEL_MM = (2.0, 2.0, 3.0)
 
 
-@pytest.fixture
-def panel(make_widget, fake_host, qtbot, workspace_dir) -> FmriPanel:
-    widget = make_widget(FmriPanel, fake_host)
-    widget.resize(1000, 760)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
-
-
 def _dark_run(tmp_path: Path) -> Path:
     """A black 4-D run stored left to right (x flipped on display), anisotropic voxels."""
     affine = np.diag([-VOXEL_MM[0], VOXEL_MM[1], VOXEL_MM[2], 1.0])
