@@ -17,11 +17,13 @@ SHAPE = (20, 16, 12, 4)
 VOXEL_MM = (2.0, 2.0, 3.0)
 
 
-def _dark_run(tmp_path: Path) -> Path:
-    """A black 4-D run stored left to right (x flipped on display), anisotropic voxels."""
+def _dark_run(tmp_path: Path, name: str = "dark.nii") -> Path:
+    """A black 4-D run stored left to right (x flipped on display), anisotropic voxels.
+    Another run gets another ``name``: the panel memory-maps the open one, and rewriting a
+    mapped file under a reader ends the process (SIGBUS)."""
     affine = np.diag([-VOXEL_MM[0], VOXEL_MM[1], VOXEL_MM[2], 1.0])
     affine[:3, 3] = (20.0, -16.0, -18.0)
-    path = tmp_path / "dark.nii"
+    path = tmp_path / name
     nib.save(nib.Nifti1Image(np.zeros(SHAPE, np.float32), affine), path)
     return path
 
@@ -96,7 +98,7 @@ def test_sphere_rois_are_outlined_where_the_slices_cut_them(panel, qtbot, tmp_pa
     panel.set_cursor((4, 4, 6))
     assert panel.add_sphere_roi(3.0)
     assert [item.pen().color() for item in panel.planes[2].outlines] == [colour, roi_colour(1)]
-    assert panel.open_file(_dark_run(tmp_path))
+    assert panel.open_file(_dark_run(tmp_path, "another.nii"))
     assert all(view.outlines == [] for view in panel.planes)
 
 
