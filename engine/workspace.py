@@ -2,7 +2,8 @@
 
 Layout (CONTRACT.md, "Workspace")::
 
-    studio.sqlite            runs, artifacts, datasets, edits
+    studio.sqlite            runs, artifacts, datasets, edits (keyed by document identity),
+                             documents (what each identity's file was), file_hashes (a cache)
     runs/<run_id>/params.json   resolved parameters, seed, versions, where it ran
                   metrics.jsonl  log.txt  result.json  artifacts/  checkpoints/<name>/
     cache/<hash>/            pretrained bases shared by runs with the same config
@@ -58,6 +59,21 @@ CREATE TABLE IF NOT EXISTS edits (
     command TEXT NOT NULL,
     saved REAL NOT NULL,
     PRIMARY KEY (document, seq)
+);
+CREATE TABLE IF NOT EXISTS documents (
+    identity TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    opened_hash TEXT NOT NULL,
+    last_hash TEXT NOT NULL,
+    saved REAL NOT NULL,
+    aside INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS file_hashes (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    hash TEXT NOT NULL
 );
 """
 
@@ -260,6 +276,52 @@ class Workspace:
             rows = db.execute("SELECT command FROM edits WHERE document=? ORDER BY seq",
                               (document,)).fetchall()
         return [json.loads(row["command"]) for row in rows]
+
+    # -- documents (which file content an identity's edits were made on) ----------------------
+    def put_document(self, identity: str, kind: str, path: str, opened_hash: str,
+                     last_hash: str) -> None:
+        with self._connect() as db:
+            db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, 0) "
+                       "ON CONFLICT(identity) DO UPDATE SET path=excluded.path, "
+                       "last_hash=excluded.last_hash, saved=excluded.saved, aside=0",
+                       (identity, kind, path, opened_hash, last_hash, time.time()))
+
+    def documents(self, kind: str) -> list[dict]:
+        """The kind's document records with saved edits, newest first (``aside`` ones too)."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT d.*, (SELECT COUNT(*) FROM edits e WHERE e.document=d.identity) AS edits "
+                "FROM documents d WHERE kind=? ORDER BY saved DESC", (kind,)).fetchall()
+        return [dict(row) for row in rows if row["edits"]]
+
+    def set_aside(self, identity: str) -> None:
+        with self._connect() as db:
+            db.execute("UPDATE documents SET aside=1 WHERE identity=?", (identity,))
+
+    def rename_edits(self, old: str, new: str) -> None:
+        """Move saved edits to another key (replayed onto a changed file: they now belong to
+        the new content), in one transaction."""
+        with self._connect() as db:
+            db.execute("DELETE FROM edits WHERE document=?", (new,))
+            db.execute("UPDATE edits SET document=? WHERE document=?", (new, old))
+            db.execute("DELETE FROM documents WHERE identity=?", (old,))
+
+    def drop_document(self, identity: str) -> None:
+        """Discard a document's saved edits and its record."""
+        with self._connect() as db:
+            db.execute("DELETE FROM edits WHERE document=?", (identity,))
+            db.execute("DELETE FROM documents WHERE identity=?", (identity,))
+
+    def cached_hash(self, path: str, size: int, mtime_ns: int) -> str | None:
+        with self._connect() as db:
+            row = db.execute("SELECT hash FROM file_hashes WHERE path=? AND size=? AND "
+                             "mtime_ns=?", (path, size, mtime_ns)).fetchone()
+        return row[0] if row else None
+
+    def cache_hash(self, path: str, size: int, mtime_ns: int, digest: str) -> None:
+        with self._connect() as db:
+            db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)",
+                       (path, size, mtime_ns, digest))
 
 
 def _alive(pid: int | None) -> bool:

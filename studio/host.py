@@ -25,8 +25,12 @@ log = logging.getLogger("studio.host")
 
 
 class StudioHost:
-    def __init__(self, window) -> None:
+    """One per panel: the window's engine and workspace, and the panel's own undo history
+    (``history``: its tab's stack in the window's undo group)."""
+
+    def __init__(self, window, history) -> None:
         self._window = window
+        self.history = history
 
     @property
     def _bridge(self):
@@ -69,21 +73,21 @@ class StudioHost:
 
     def push_edit(self, document: str, command: Any, model: Any) -> None:
         """Applies ``command`` to ``model`` (through the undo stack) and autosaves it."""
-        self._window.history.push(document, command, model)
+        self.history.push(document, command, model)
 
     def forget_edits(self, document: str) -> None:
         """Takes the document's steps off the window's undo stack (its autosave stays)."""
-        self._window.history.forget(document)
+        self.history.forget(document)
 
     def show_error(self, title: str, message: str) -> None:
         self._window.show_error(title, message)
 
     # -- extensions ----------------------------------------------------------------------------
     def restore_edits(self, document: str, model: Any, decode: Callable[[dict], Any]) -> int:
-        return self._window.history.restore(document, model, decode)
+        return self.history.restore(document, model, decode)
 
     def edit_group(self, label: str):
-        return self._window.history.group(label)
+        return self.history.group(label)
 
     def export_plot(self, view, provenance: dict | None = None) -> None:
         self._window.export_plot(view, provenance)

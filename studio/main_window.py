@@ -1,8 +1,9 @@
 """The main window: welcome page and panels in tabs, the runs dock, menus, status bar.
 
 It owns the pieces the rest of the shell shares: the engine bridge, the workspace (read and
-written from the GUI only for runs' notes, deletions and autosaved edits), the undo history,
-a small thread pool for disk work, and the ``StudioHost`` handed to panels.
+written from the GUI only for runs' notes, deletions and autosaved edits), the undo histories
+(one per tab, in a ``QUndoGroup`` whose active stack follows the tab in front, so Ctrl+Z only
+touches what the user sees), a small thread pool for disk work, and a ``StudioHost`` per panel.
 """
 
 from __future__ import annotations
@@ -14,23 +15,34 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QIcon, QKeySequence
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer, QUrl
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QDesktopServices,
+    QIcon,
+    QKeySequence,
+    QUndoGroup,
+)
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
     QFileDialog,
     QLabel,
+    QLineEdit,
     QMainWindow,
     QMessageBox,
+    QPlainTextEdit,
+    QPushButton,
     QTabWidget,
-    QUndoView,
+    QTextEdit,
     QWidget,
 )
 
 from engine.workspace import Workspace
 from studio import catalogue
 from studio.bridge import EngineBridge
+from studio.history_view import EditHistoryView
 from studio.host import StudioHost, error_message
 from studio.jobs import ADDED, REMOVED, STATE
 from studio.panel_registry import PanelRegistry, PanelUnavailable
@@ -39,7 +51,7 @@ from studio.paths import resource
 from studio.runs_dock import RunsDock, copy_checkpoint
 from studio.settings import Settings
 from studio.theme import ENGINE_COLOURS, apply_theme
-from studio.undo import EditHistory
+from studio.undo import DISCARD, KEEP_ASIDE, REPLAY, EditHistory, SavedEditsConflict
 from studio.welcome import WelcomePage
 
 log = logging.getLogger("studio.window")
@@ -66,8 +78,10 @@ class MainWindow(QMainWindow):
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="studio-io")
         self.bridge = EngineBridge(self.workspace.root, device=self.settings.device,
                                    log_dir=self.log_dir, parent=self)
-        self.history = EditHistory(self.workspace, parent=self)
-        self.host = StudioHost(self)
+        self.undo_group = QUndoGroup(self)
+        self.histories: dict[str, EditHistory] = {}   # panel id -> its tab's history
+        self._window_history = self._new_history()    # tabs without a panel (Welcome)
+        self.host = StudioHost(self, self._window_history)
         self.panels = registry or PanelRegistry()
         self.panel_widgets: dict[str, QWidget] = {}
         self.errors: list[tuple[str, str]] = []   # every error shown, for the log and tests
@@ -80,6 +94,7 @@ class MainWindow(QMainWindow):
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks
                             | QMainWindow.DockOption.AllowTabbedDocks)
         self._build_central()
+        self.undo_group.setActiveStack(self._window_history.stack)
         self._build_docks()
         self._build_menus()
         self._build_status_bar()
@@ -106,6 +121,7 @@ class MainWindow(QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.tabCloseRequested.connect(self.close_tab)
+        self.tabs.currentChanged.connect(self._on_tab_changed)
         self.welcome = WelcomePage(catalogue.load_catalogue())
         self.welcome.paper_requested.connect(self.open_paper)
         self.welcome.file_requested.connect(lambda path: self.open_paths([path]))
@@ -121,8 +137,7 @@ class MainWindow(QMainWindow):
         self.runs_dock = RunsDock(self)
         self.runs_dock_widget = self._dock("Runs", "runsDock", self.runs_dock,
                                            Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.undo_view = QUndoView(self.history.stack)
-        self.undo_view.setEmptyLabel("(nothing edited yet)")
+        self.undo_view = EditHistoryView(self.undo_group)
         self.history_dock_widget = self._dock("Edit history", "historyDock", self.undo_view,
                                               Qt.DockWidgetArea.RightDockWidgetArea)
         self.history_dock_widget.hide()
@@ -172,12 +187,14 @@ class MainWindow(QMainWindow):
         self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
 
         edit_menu = bar.addMenu("&Edit")
-        self.undo_action = self.history.stack.createUndoAction(self, "&Undo")
+        self.undo_action = self.undo_group.createUndoAction(self, "&Undo")
         self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-        self.redo_action = self.history.stack.createRedoAction(self, "&Redo")
+        self.redo_action = self.undo_group.createRedoAction(self, "&Redo")
         self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
         edit_menu.addAction(self.undo_action)
         edit_menu.addAction(self.redo_action)
+        self._text_undo = TextBoxUndo(self.undo_action, self.redo_action, self)
+        QApplication.instance().installEventFilter(self._text_undo)
 
         view_menu = bar.addMenu("&View")
         self._action(view_menu, "&Welcome", lambda: self.tabs.setCurrentIndex(0), "Ctrl+1")
@@ -310,8 +327,9 @@ class MainWindow(QMainWindow):
         """Show the panel's tab, building the panel the first time."""
         widget = self.panel_widgets.get(panel_id)
         if widget is None:
+            history = self._new_history()
             try:
-                widget = self.panels.create(panel_id, self.host)
+                widget = self.panels.create(panel_id, StudioHost(self, history))
             except PanelUnavailable as exc:
                 self.show_error("Cannot open the panel", str(exc))
                 return None
@@ -322,9 +340,53 @@ class MainWindow(QMainWindow):
                 return None
             entry = self.panels.get(panel_id)
             self.panel_widgets[panel_id] = widget
+            self.histories[panel_id] = history
             self.tabs.addTab(widget, entry.title if entry else panel_id)
         self.tabs.setCurrentWidget(widget)
         return widget
+
+    # -- undo: a history per tab ---------------------------------------------------------------
+    def _new_history(self) -> EditHistory:
+        history = EditHistory(self.workspace, parent=self)
+        history.ask = self._ask_saved_edits
+        history.on_error = self.show_error
+        self.undo_group.addStack(history.stack)
+        return history
+
+    @property
+    def history(self) -> EditHistory:
+        """The history of the tab in front (Edit > Undo and Ctrl+Z act on it)."""
+        widget = self.tabs.currentWidget() if hasattr(self, "tabs") else None
+        for panel_id, panel in self.panel_widgets.items():
+            if panel is widget:
+                return self.histories[panel_id]
+        return self._window_history
+
+    def _on_tab_changed(self, _index: int) -> None:
+        self.undo_group.setActiveStack(self.history.stack)
+
+    def _ask_saved_edits(self, conflict: SavedEditsConflict, answer) -> None:
+        """Saved edits made on other content at this path: the user decides (non-modal, so
+        the engine's events keep flowing); closing the box decides nothing, and they are
+        offered again next time."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Saved edits for another version",
+                          conflict.message(), QMessageBox.StandardButton.NoButton, self)
+        choices: dict[QPushButton, str] = {}
+        for text, choice, role in (("Replay", REPLAY, QMessageBox.ButtonRole.AcceptRole),
+                                   ("Discard", DISCARD, QMessageBox.ButtonRole.DestructiveRole),
+                                   ("Keep aside", KEEP_ASIDE, QMessageBox.ButtonRole.RejectRole)):
+            choices[box.addButton(text, role)] = choice
+        self._message_boxes.append(box)
+
+        def answered(_result: int) -> None:
+            choice = choices.get(box.clickedButton())
+            self._forget_box(box)
+            if choice is not None:
+                answer(choice)
+                self.status(f"Saved edits of {conflict.path.name}: {choice}")
+
+        box.finished.connect(answered)
+        box.open()
 
     def open_paper(self, slug: str) -> None:
         paper = catalogue.paper(slug)
@@ -340,12 +402,18 @@ class MainWindow(QMainWindow):
         widget = self.tabs.widget(index)
         if widget is None or widget is self.welcome:
             return
+        history = None
         for panel_id, panel in list(self.panel_widgets.items()):
             if panel is widget:
                 del self.panel_widgets[panel_id]
+                history = self.histories.pop(panel_id)
         self.tabs.removeTab(index)
-        widget.close()
+        widget.close()  # the panel forgets its documents (their autosave stays)
         widget.deleteLater()
+        if history is not None:
+            self.undo_group.removeStack(history.stack)
+            history.deleteLater()
+        self._on_tab_changed(self.tabs.currentIndex())
 
     # -- files ---------------------------------------------------------------------------------
     def ask_open_files(self) -> None:
@@ -547,7 +615,8 @@ class MainWindow(QMainWindow):
 
     def use_workspace(self, workspace: Workspace) -> None:
         self.workspace = workspace
-        self.history.set_workspace(workspace)
+        for history in [self._window_history, *self.histories.values()]:
+            history.set_workspace(workspace)
         self.runs_dock.reset()
         self.bridge.set_workspace(workspace.root)
         self.runs_dock.load_history()
@@ -707,3 +776,46 @@ def _studio_version() -> str:
     from engine import __version__
 
     return __version__
+
+
+class TextBoxUndo(QObject):
+    """Ctrl+Z in a text box undoes the box's own typing first, then the tab's last edit.
+
+    A focused line edit claims every Undo/Redo key press (``ShortcutOverride``), even with
+    nothing of its own to undo, so the Edit menu's shortcut never fired there. This filter lets
+    the box keep the key only while it has typing to undo (redo)."""
+
+    def __init__(self, undo: QAction, redo: QAction, parent: QObject) -> None:
+        super().__init__(parent)
+        self.undo, self.redo = undo, redo
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        if event.type() != QEvent.Type.ShortcutOverride or not isinstance(watched, QWidget):
+            return False
+        pressed = QKeySequence(event.keyCombination())
+        if pressed in self.undo.shortcuts():
+            own = _text_undo_available(watched, redo=False)
+        elif pressed in self.redo.shortcuts():
+            own = _text_undo_available(watched, redo=True)
+        else:
+            return False
+        if own is None or own:
+            return False  # not a text box, or the box has its own typing to undo
+        if watched.window() is not self.parent():
+            return False  # a dialog's box: not this window's history
+        event.ignore()
+        return True  # no override: the window's shortcut (the tab's history) gets the key
+
+
+def _text_undo_available(widget: QWidget, redo: bool) -> bool | None:
+    """Whether a text box can undo (redo) its own typing; ``None`` for other widgets."""
+    if isinstance(widget, QLineEdit):
+        if widget.isReadOnly():
+            return False
+        return widget.isRedoAvailable() if redo else widget.isUndoAvailable()
+    if isinstance(widget, QTextEdit | QPlainTextEdit):
+        if widget.isReadOnly():
+            return False
+        document = widget.document()
+        return document.isRedoAvailable() if redo else document.isUndoAvailable()
+    return None

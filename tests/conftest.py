@@ -20,6 +20,18 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("PYQTGRAPH_QT_LIB", "PySide6")
 
+# Property tests (edit histories): derandomized with a bounded example count under CI, so the
+# suite is repeatable and fast; locally they explore fresh examples each run.
+with contextlib.suppress(ImportError):
+    from hypothesis import HealthCheck, settings
+
+    _quiet = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    settings.register_profile("ci", derandomize=True, max_examples=25, deadline=None,
+                              suppress_health_check=_quiet, print_blob=True)
+    settings.register_profile("dev", max_examples=40, deadline=None,
+                              suppress_health_check=_quiet)
+    settings.load_profile("ci" if os.environ.get("CI") == "true" else "dev")
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item):

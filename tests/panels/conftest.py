@@ -140,9 +140,51 @@ class FakeHost:
         self.errors.append((title, message))
 
 
+class HistoryHost(FakeHost):
+    """A ``FakeHost`` whose edits go through the window's real ``studio.undo.EditHistory``,
+    autosaved to a real workspace: undo, redo, restore and forget behave as in the app.
+    ``host.undo()`` / ``host.redo()`` press Ctrl+Z / Ctrl+Shift+Z on this panel's history."""
+
+    def __init__(self, run_root: Path, workspace_root: Path) -> None:
+        from engine.workspace import Workspace
+        from studio.undo import EditHistory
+
+        super().__init__(run_root)
+        self.workspace = Workspace(workspace_root)
+        self.history = EditHistory(self.workspace)
+
+    def push_edit(self, document, command, model) -> None:
+        self.history.push(document, command, model)
+
+    def restore_edits(self, document, model, decode) -> int:
+        return self.history.restore(document, model, decode)
+
+    def forget_edits(self, document: str) -> None:
+        super().forget_edits(document)
+        self.history.forget(document)
+
+    def edit_group(self, label: str):
+        return self.history.group(label)
+
+    def workspace_path(self) -> str:
+        return str(self.workspace.root)
+
+    def undo(self) -> None:
+        self.history.stack.undo()
+
+    def redo(self) -> None:
+        self.history.stack.redo()
+
+
 @pytest.fixture
 def fake_host(tmp_path: Path) -> FakeHost:
     return FakeHost(tmp_path / "runs")
+
+
+@pytest.fixture
+def history_host(tmp_path: Path, qapp) -> HistoryHost:
+    """A host with a real undo history and autosave (see ``HistoryHost``)."""
+    return HistoryHost(tmp_path / "runs", tmp_path / "workspace")
 
 
 def close_widget(widget) -> None:

@@ -41,7 +41,7 @@ def real_host(request, qtbot, qasync_loop, workspace_dir, studio_dirs):
     bridge.start()
     qtbot.waitUntil(lambda: bridge.is_ready, timeout=60_000)
     try:
-        yield StudioHost(window)
+        yield StudioHost(window, window.history)
     finally:
         bridge.stop_now()
     assert errors == []

@@ -413,4 +413,4 @@ def test_a_replaced_or_closed_layer_takes_its_steps_off_the_history(make_widget,
     stack.redo()
     panel.open_file(real_path)  # a new real run: the layers close
     assert stack.count() == 0 and panel.active_layer is None and not host.errors
-    assert [e["type"] for e in workspace.load_edits(document)] == ["set_chunk_kept"]
+    assert [e["type"] for e in host.history.saved_edits(document)] == ["set_chunk_kept"]

@@ -209,7 +209,7 @@ def test_delete_a_via_disconnects_and_edits_autosave_and_restore(opened, host, g
     opened.element = ("via", via)
     assert opened.delete_element()
     assert not model.last_check.connectivity.connected
-    saved = host.history.workspace.load_edits(model.document)
+    saved = host.history.saved_edits(model.document)
     assert len(saved) == 1 and decode(saved[0]).remove_vias == [via]
     edited = [a.copy() for a in model.design.net_wiring(model.selected)]
     # a new panel on the same design replays the autosaved edit (crash recovery)
@@ -433,11 +433,11 @@ def test_the_shell_opens_a_def_here_and_undoes_its_edits(main_window, qtbot, gcd
     before = [a.copy() for a in panel.model.design.net_wiring(panel.model.selected)]
     panel.element = ("via", panel.model.via_row(before[1][0]))
     assert panel.delete_element()
-    assert len(main_window.workspace.load_edits(panel.model.document)) == 1  # autosaved
+    assert len(main_window.history.saved_edits(panel.model.document)) == 1  # autosaved
     main_window.history.stack.undo()
     for a, b in zip(before, panel.model.design.net_wiring(panel.model.selected), strict=True):
         np.testing.assert_array_equal(a, b)
-    assert main_window.workspace.load_edits(panel.model.document) == []
+    assert main_window.history.saved_edits(panel.model.document) == []
     panel.shutdown()
 
 
@@ -467,7 +467,7 @@ def test_opening_another_design_takes_the_first_ones_steps_off_the_history(
     assert stack.count() == 1 == len(host.history.applied(panel.model.document))
     stack.undo()
     assert wires() == plain and not stack.canUndo()
-    assert len(host.history.workspace.load_edits(first)) == 2  # kept for when it reopens
+    assert len(host.history.saved_edits(first)) == 2  # kept for when it reopens
     assert panel.open_design(small_def, None)
     assert wires() == plain + 2 and "2 saved edit(s) restored" in panel.status.text()
     assert stack.count() == 2  # the replayed steps only, not the other design's

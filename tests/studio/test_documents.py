@@ -1,0 +1,213 @@
+"""Autosaved edits follow the document's content, not the path as typed (issue: edits replayed
+onto the wrong file), and saved edits that no longer match are never replayed silently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.workspace import Workspace
+from panels.molecules.model import MoleculeSetModel, decode
+from studio import documents
+from studio.documents import content_hash
+from studio.undo import DISCARD, KEEP_ASIDE, REPLAY, EditHistory, SavedEditsConflict
+
+DRUGS = "CCO ethanol\nc1ccccc1 benzene\nCC(=O)O acetic\n"
+OTHER = "CCN ethylamine\nCCCl chloroethane\nC1CC1 cyclopropane\n"
+
+
+def opened(history: EditHistory, path: str | Path) -> MoleculeSetModel:
+    """What the molecules panel does on open: read the file, replay its saved edits."""
+    model = MoleculeSetModel()
+    model.load(path)
+    history.restore(model.document, model, decode)
+    return model
+
+
+def closed(history: EditHistory, model: MoleculeSetModel) -> None:
+    history.forget(model.document)
+
+
+def triage(history: EditHistory, model: MoleculeSetModel) -> None:
+    """Accept molecule 0, flag 1, edit 2: three saved edits."""
+    history.push(model.document, model.flagging(0, "accepted"), model)
+    history.push(model.document, model.flagging(1, "rejected"), model)
+    history.push(model.document, model.edit(2, "CC(=O)OC"), model)
+
+
+def state(model: MoleculeSetModel) -> list[tuple[str, str]]:
+    return [(entry.smiles, entry.flag) for entry in model.entries]
+
+
+@pytest.fixture
+def two_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    first, second = tmp_path / "project-a", tmp_path / "project-b"
+    for folder, text in ((first, DRUGS), (second, OTHER)):
+        (folder / "data").mkdir(parents=True)
+        (folder / "data" / "drugs.smi").write_text(text)
+    return first, second
+
+
+def test_edits_never_replay_onto_another_file_at_the_same_typed_path(
+        qapp, workspace, two_folders, monkeypatch) -> None:
+    """Finding 1: the same relative path in another folder is another document; the first
+    file opened by its absolute path finds its edits."""
+    first, second = two_folders
+    history = EditHistory(workspace)
+    asked: list[SavedEditsConflict] = []
+    history.ask = lambda conflict, answer: asked.append(conflict)
+    monkeypatch.chdir(first)
+    model = opened(history, "data/drugs.smi")
+    triage(history, model)
+    edited = state(model)
+    closed(history, model)
+
+    monkeypatch.chdir(second)
+    other = opened(history, "data/drugs.smi")
+    fresh = MoleculeSetModel()
+    fresh.load(second / "data" / "drugs.smi")
+    assert state(other) == state(fresh) and not asked  # nothing replayed, nothing asked
+    closed(history, other)
+
+    again = opened(EditHistory(Workspace(workspace.root)), first / "data" / "drugs.smi")
+    assert state(again) == edited
+
+
+def test_a_moved_or_copied_file_finds_its_edits_by_content(qapp, workspace, tmp_path) -> None:
+    source = tmp_path / "drugs.smi"
+    source.write_text(DRUGS)
+    history = EditHistory(workspace)
+    model = opened(history, source)
+    triage(history, model)
+    edited = state(model)
+    closed(history, model)
+    moved = tmp_path / "elsewhere" / "renamed.smi"
+    moved.parent.mkdir()
+    source.rename(moved)
+    assert state(opened(EditHistory(workspace), moved)) == edited
+    link = tmp_path / "link.smi"
+    link.symlink_to(moved)
+    assert state(opened(EditHistory(workspace), link)) == edited
+
+
+@pytest.mark.parametrize("choice", [REPLAY, DISCARD, KEEP_ASIDE])
+def test_a_file_changed_on_disk_asks_before_its_edits_come_back(
+        qapp, workspace, tmp_path, choice) -> None:
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    history = EditHistory(workspace)
+    model = opened(history, path)
+    triage(history, model)
+    closed(history, model)
+    path.write_text(DRUGS + "CCCC butane\n")  # changed on disk since the edits were made
+
+    asked: list[SavedEditsConflict] = []
+    history = EditHistory(workspace)
+    history.ask = lambda conflict, answer: (asked.append(conflict), answer(choice))
+    reopened = opened(history, path)
+    assert len(asked) == 1 and asked[0].count == 3 and asked[0].path == path.resolve()
+    assert "changed on disk" in asked[0].message()
+    flags = [entry.flag for entry in reopened.entries]
+    if choice == REPLAY:
+        assert flags[:2] == ["accepted", "rejected"] and reopened.entries[2].smiles == "COC(C)=O"
+        assert history.stack.count() == 1  # one undoable step: the replay
+        history.stack.undo()
+        assert [entry.flag for entry in reopened.entries] == [""] * 4
+        history.stack.redo()
+    else:
+        assert flags == [""] * 4 and history.stack.count() == 0
+    closed(history, reopened)
+
+    later: list[SavedEditsConflict] = []
+    history = EditHistory(workspace)
+    history.ask = lambda conflict, answer: later.append(conflict)
+    third = opened(history, path)
+    assert not later  # settled: never asked twice
+    assert [entry.flag for entry in third.entries][:2] == (
+        ["accepted", "rejected"] if choice == REPLAY else ["", ""])
+    kept = [r for r in workspace.documents("molecules") if r["aside"]]
+    assert len(kept) == (choice == KEEP_ASIDE)  # kept aside: still in the workspace
+
+
+def test_without_a_chooser_changed_files_keep_their_edits_aside(qapp, workspace,
+                                                                 tmp_path) -> None:
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    history = EditHistory(workspace)
+    triage(history, opened(history, path))
+    path.write_text(OTHER)
+    model = opened(EditHistory(workspace), path)
+    assert [entry.flag for entry in model.entries] == [""] * 3
+    assert len(workspace.load_edits(workspace.documents("molecules")[0]["identity"])) == 3
+
+
+def test_edits_saved_by_path_by_an_older_studio_are_offered(qapp, workspace, tmp_path) -> None:
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    workspace.save_edits(f"molecules:{path}", [{"type": "set_flag", "index": 0, "flag": "accepted",
+                                                "previous": ""}])
+    history = EditHistory(workspace)
+    history.ask = lambda conflict, answer: answer(REPLAY)
+    model = opened(history, path)
+    assert model.entries[0].flag == "accepted"
+    assert workspace.load_edits(f"molecules:{path}") == []
+
+
+def test_a_document_that_rewrites_its_file_finds_its_edits_after_a_crash(
+        qapp, workspace, tmp_path) -> None:
+    """A crowd scene saves itself on every edit: its file's content at the last autosave
+    identifies it too."""
+    from panels.crowd.scene import SceneModel
+    from panels.crowd.scene import decode as decode_scene
+
+    path = tmp_path / "scene.json"
+    SceneModel().save(path)
+    history = EditHistory(workspace)
+    history.ask = lambda conflict, answer: pytest.fail("asked about the scene's own edits")
+    scene = SceneModel(path)
+    history.restore(scene.document, scene, decode_scene)
+    history.push(scene.document, scene.propose_add_box("buildings", (2.0, 3.0)), scene)
+    history.push(scene.document, scene.propose_add_box("buildings", (8.0, 3.0)), scene)
+    after = scene.data
+
+    crashed = EditHistory(Workspace(workspace.root))  # a new session, file as last written
+    crashed.ask = history.ask
+    again = SceneModel(path)
+    assert crashed.restore(again.document, again, decode_scene) == 2
+    assert again.data == after
+    crashed.stack.undo()
+    crashed.stack.undo()
+    assert again.data == SceneModel().data
+
+
+def test_unchanged_files_are_hashed_once_and_large_ones_by_samples(
+        tmp_path, workspace, monkeypatch) -> None:
+    path = tmp_path / "big.bin"
+    path.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
+    calls: list[Path] = []
+    real = documents._file_hash
+    monkeypatch.setattr(documents, "_file_hash",
+                        lambda p, size: calls.append(p) or real(p, size))
+    first = content_hash(path, workspace)
+    assert content_hash(path, Workspace(workspace.root)) == first and len(calls) == 1
+
+    monkeypatch.setattr(documents, "SAMPLED_OVER", 1 << 16)  # "large" from 64 KiB up
+    sampled = documents._file_hash(path, path.stat().st_size)
+    assert sampled.startswith("s") and sampled != first
+    with open(path, "r+b") as stream:  # a byte in the last sampled block changes the hash
+        stream.seek(path.stat().st_size - 1)
+        stream.write(b"\x00")
+    assert documents._file_hash(path, path.stat().st_size) != sampled
+
+
+def test_a_folder_document_is_its_files(tmp_path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "cfg.json").write_text("{}")
+    (folder / ".swap").write_text("editor noise")
+    before = content_hash(folder)
+    (folder / ".swap").write_text("other noise")
+    assert content_hash(folder) == before
+    (folder / "cfg.json").write_text('{"d_sae": 8}')
+    assert content_hash(folder) != before
