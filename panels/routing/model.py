@@ -56,6 +56,10 @@ class NetStats:
     leaf_iou: float | None = None
 
 
+class EditDoesNotFit(ValueError):
+    """An edit names wiring the design does not have (any more)."""
+
+
 @dataclass
 class EditWiring:
     """Remove and add wiring of one net. Segments: ``[layer, x1, y1, x2, y2, width, ext1,
@@ -93,7 +97,7 @@ def decode(data: dict) -> EditWiring:
 
 
 class RouteModel:
-    """Events: ``loaded`` (), ``layers`` (), ``selected`` (index), ``wiring`` (net),
+    """Events: ``loaded`` (), ``layers`` (), ``selected`` (index), ``wiring`` (net, moved),
     ``prediction`` (), ``guides`` ()."""
 
     def __init__(self) -> None:
@@ -310,18 +314,22 @@ class RouteModel:
                       vias_at: list[int] | None = None) -> tuple[list[int], list[int]]:
         """Remove then add rows of one net; returns where the removed rows sat in the net.
 
-        Each removal takes one matching row (a row that is not there is an error: the edit
-        does not fit this design). Added rows take the removed rows' places when there are as
-        many (a move stays in place), else go to the given places (an undone delete comes back
-        where it was), else after the net's other rows."""
+        Each removal takes one matching row; a row that is not there (the edit does not fit
+        this design, or what it names was undone or changed since) raises ``EditDoesNotFit``
+        and changes nothing. Added rows take the removed rows' places when there are as many
+        (a move stays in place), else go to the given places (an undone delete comes back
+        where it was), else after the net's other rows. The ``wiring`` event carries
+        ``moved``: (kind, old row, new row) for each row a move replaced in place, so a pick
+        can follow its element through an edit, an undo or a redo."""
         d = self.design
         index = d.net_index(net_name)
-        d.segments, segment_places = _replace(
+        segments, segment_places = _replace(
             d.segments, SEG["net"], index, [self._segment(index, r) for r in remove_segments],
             [self._segment(index, r) for r in add_segments], segments_at, net_name)
-        d.vias_placed, via_places = _replace(
+        vias, via_places = _replace(
             d.vias_placed, VIA["net"], index, [self._via(index, r) for r in remove_vias],
             [self._via(index, r) for r in add_vias], vias_at, net_name)
+        d.segments, d.vias_placed = segments, vias  # both fit: only now is anything changed
         self.checker.net_changed(index)
         known = {style.name for style in self.styles}
         routing = self.checker.routing
@@ -332,8 +340,31 @@ class RouteModel:
         self.edit_check = self.check(index)
         if self.selected == index:
             self.last_check = self.edit_check
-        self.events.emit("wiring", net=index)
+        moved = [("segment", a, b) for a, b in _pairs(remove_segments, add_segments)] + \
+            [("via", a, b) for a, b in _pairs(remove_vias, add_vias)]
+        self.events.emit("wiring", net=index, moved=moved)
         return segment_places, via_places
+
+    def has_element(self, kind: str, row: list) -> bool:
+        """Whether the selected net has this segment or via (names-and-dbu form)."""
+        if self.design is None or self.selected is None:
+            return False
+        segments, vias = self.design.net_wiring(self.selected)
+        if kind == "segment":
+            return any(self.segment_row(r) == list(row) for r in segments)
+        return any(self.via_row(r) == list(row) for r in vias)
+
+    def live_element(self, element: tuple[str, list] | None,
+                     moved: list[tuple[str, list, list]] = ()) -> tuple[str, list] | None:
+        """A pick after a change of wiring: where a move took it, itself while it exists,
+        else None."""
+        if element is None:
+            return None
+        kind, row = element
+        for moved_kind, old, new in moved:
+            if moved_kind == kind and list(old) == list(row) and self.has_element(kind, new):
+                return kind, list(new)
+        return element if self.has_element(kind, row) else None
 
     def _segment(self, index: int, row: list) -> list[int]:
         layer, *rest = row
@@ -505,6 +536,13 @@ class RouteModel:
         return snap_net(Snapper(self.design, self.lef), index)
 
 
+def _pairs(removed: list[list], added: list[list]) -> list[tuple[list, list]]:
+    """The rows a move replaced in place (as ``_replace`` puts them): none unless as many
+    rows were added as removed."""
+    return list(zip(removed, added, strict=True)) if removed and len(removed) == len(added) \
+        else []
+
+
 def _replace(rows: np.ndarray, column: int, index: int, removed: list[list[int]],
              added: list[list[int]], places: list[int] | None, net: str
              ) -> tuple[np.ndarray, list[int]]:
@@ -516,7 +554,8 @@ def _replace(rows: np.ndarray, column: int, index: int, removed: list[list[int]]
     for row in removed:
         found = next((k for k, r in enumerate(block) if r == row and k not in taken), None)
         if found is None:
-            raise ValueError(f"net {net} has no {row[1:]} to remove")
+            raise EditDoesNotFit(f"net {net} has no {row[1:]} to remove: it is no longer "
+                                 "there (undone, moved or deleted since)")
         taken.append(found)
     kept = [r for k, r in enumerate(block) if k not in taken]
     if added and len(added) == len(taken):

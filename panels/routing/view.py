@@ -14,8 +14,11 @@ and the router form. Design-wide checks run on a worker thread; edits go through
 from __future__ import annotations
 
 import copy
+import functools
+import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +69,29 @@ SNAPPING_NOTE = (
     "a via joins its GCell on both layers; a pin sits at its first shape's centre; the tree "
     "is the breadth-first tree from the driver pruned to the loads. Dashed yellow: the grid "
     "tree; square: driver; circles: loads; triangles: layer changes.")
+PICK_FIRST = "Pick a wire or via of the selected net first (click it)."
+
+log = logging.getLogger("studio.panels.routing")
+
+
+def command(title: str) -> Callable:
+    """A user command's boundary: whatever it raises is logged (studio.log) and shown, never
+    passed to the Qt event loop, which would only print it and leave the panel half-done."""
+
+    def wrap(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def guarded(self: RoutingPanel, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                log.exception("%s: %s failed", title, method.__name__)
+                self.status.setText(f"{title}: {type(exc).__name__}: {exc}")
+                self.host.show_error(title, f"{type(exc).__name__}: {exc}")
+                return False
+
+        return guarded
+
+    return wrap
 
 
 class RoutingPanel(OpensDroppedFiles, QWidget):
@@ -212,8 +238,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         column.addLayout(form)
         buttons = QHBoxLayout()
         self.move_button = QPushButton("Move picked")
-        self.move_button.clicked.connect(lambda: self.move_element(
-            self.model.snap(self.dx_box.value()), self.model.snap(self.dy_box.value())))
+        self.move_button.clicked.connect(self.move_by_boxes)
         self.delete_button = QPushButton("Delete picked")
         self.delete_button.clicked.connect(self.delete_element)
         buttons.addWidget(self.move_button)
@@ -253,6 +278,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- opening and saving ----------------------------------------------------------------
 
+    @command("Cannot open the file")
     def open_file(self, path: str | os.PathLike) -> bool:
         """A DEF (its folder's only LEF is opened with it when none is open yet), a LEF
         (an open DEF is re-read against it) or route guides of the open DEF. Problems are
@@ -296,9 +322,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.open_design(found[1], found[0])
         self.tabs.setCurrentIndex(TAB_ROUTE)
 
+    @command("Cannot save the DEF")
     def save_def(self, path: str | os.PathLike) -> bool:
         return self._save("the DEF", self.model.save, path)
 
+    @command("Cannot open the route guides")
     def load_guides(self, path: str | os.PathLike) -> bool:
         try:
             self.model.load_guides(path)
@@ -308,6 +336,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
+    @command("Cannot save the route guides")
     def save_guides(self, path: str | os.PathLike) -> bool:
         return self._save("the route guides", self.model.save_guides, path)
 
@@ -321,6 +350,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.status.setText(f"Saved {what} to {written}")
         return True
 
+    @command("Cannot compare with the DEF")
     def load_prediction(self, path: str | os.PathLike) -> bool:
         try:
             self.model.load_prediction(path)
@@ -392,12 +422,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- layers and overlays --------------------------------------------------------------
 
+    @command("Cannot show the layer")
     def set_layer_visible(self, name: str, visible: bool) -> None:
         self.model.set_layer(name, visible=visible)
 
+    @command("Cannot colour the layer")
     def set_layer_colour(self, name: str, colour: str) -> None:
         self.model.set_layer(name, colour=colour)
 
+    @command("Cannot draw the overlay")
     def set_overlay(self, name: str, on: bool) -> None:
         box = self.overlay_boxes[name]
         if box.isChecked() != bool(on):
@@ -465,6 +498,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if item is not None:
             self.select_net(item.text())
 
+    @command("Cannot select the net")
     def select_net(self, name: str | None, focus: bool = True) -> None:
         if name is None:
             self.model.select(None)
@@ -530,15 +564,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     # -- the canvas ------------------------------------------------------------------------
 
     def _on_canvas_click(self, x: float, y: float, modifiers=None) -> None:
-        if self.model.design is None:
-            return
-        self.click(x, y, self._click_tolerance())
+        if self.model.design is not None:
+            self.click(x, y, self._click_tolerance())
 
     def _click_tolerance(self) -> float:
         """``CLICK_PIXELS`` in microns at the current zoom."""
         pixel = self.canvas.box.viewPixelSize()
         return CLICK_PIXELS * max(pixel[0], pixel[1])
 
+    @command("Cannot edit the net")
     def _on_canvas_drag(self, phase: str, start: tuple[float, float],
                         end: tuple[float, float], modifiers) -> bool:
         """A left drag on the canvas (points in µm). Started on a wire or via of the selected
@@ -592,8 +626,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         element = self.model.element_at(*start, self._click_tolerance())
         if element is None:
             return None
-        self.element = element
-        self.canvas.draw_element(element)
+        self._set_element(element)
         return "move"
 
     def _pitch_steps(self, start: tuple[float, float],
@@ -623,6 +656,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging = None
         self.canvas.draw_preview(None)
 
+    @command("Cannot pick")
     def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
         """What a left click at (x, y) µm does in the current mode."""
         mode = self.mode_box.currentText()
@@ -643,9 +677,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return
         element = self.model.element_at(x, y, tolerance_um)
         if element is not None:
-            self.element = element
-            self.canvas.draw_element(element)
-            self._show_checks(self.model.last_check)
+            self._set_element(element)
             return
         visible = {self.model.design.layer_names.index(s.name) for s in self.model.styles
                    if s.kind == "routing" and s.visible and s.name in
@@ -664,46 +696,76 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
+    def _picked(self) -> tuple[str, list] | None:
+        """The pick a command may act on: None (said in the status line) when there is none
+        or its element is no longer in the design (the pick is then cleared)."""
+        if self.element is None or self.model.design is None:
+            self.status.setText(PICK_FIRST)
+            return None
+        if not self.model.has_element(*self.element):
+            gone = self.describe_element(*self.element)
+            self._set_element(None)
+            self.status.setText(f"The picked {gone} is no longer there (undone or changed "
+                                "since): nothing was changed; pick it again.")
+            return None
+        return self.element
+
+    def _set_element(self, element: tuple[str, list] | None) -> None:
+        """Pick (or, with None, unpick) a wire or via: the highlight and the "Picked" text."""
+        self.element = element
+        self.canvas.draw_element(element)
+        if self.model.last_check is not None:
+            self._show_checks(self.model.last_check)
+
+    @command("Cannot move")
+    def move_by_boxes(self) -> bool:
+        """"Move picked": by the dx and dy boxes, on the manufacturing grid."""
+        if self.model.design is None:
+            self.status.setText(PICK_FIRST)
+            return False
+        return self.move_element(self.model.snap(self.dx_box.value()),
+                                 self.model.snap(self.dy_box.value()))
+
+    @command("Cannot move")
     def move_element(self, dx: int, dy: int) -> bool:
-        """Move the picked segment or via by (dx, dy) dbu."""
-        if self.element is None:
-            self.status.setText("Pick a wire or via of the selected net first (click it).")
+        """Move the picked segment or via by (dx, dy) dbu; the pick moves with it."""
+        picked = self._picked()
+        if picked is None or (dx == 0 and dy == 0):
             return False
-        if dx == 0 and dy == 0:
+        return self.push(self.model.move_command(*picked, dx, dy))
+
+    @command("Cannot delete")
+    def delete_element(self) -> bool:
+        picked = self._picked()
+        return picked is not None and self.push(self.model.delete_command(*picked))
+
+    def _can_add(self) -> bool:
+        if self.model.design is None or self.model.selected is None:
+            self.status.setText("Select a net first: edits change the selected net.")
             return False
-        kind, row = self.element
-        command = self.model.move_command(kind, row, dx, dy)
-        if not self.push(command):
-            return False
-        self.element = (kind, command.add_segments[0] if kind == "segment"
-                        else command.add_vias[0])
-        self.canvas.draw_element(self.element)
         return True
 
-    def delete_element(self) -> bool:
-        if self.element is None:
-            self.status.setText("Pick a wire or via of the selected net first (click it).")
-            return False
-        command = self.model.delete_command(*self.element)
-        self.element = None
-        return self.push(command)
-
+    @command("Cannot add the wire")
     def add_segment(self, layer: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
-        if start == end:
+        if start == end or not self._can_add():
             return False
         return self.push(self.model.add_segment_command(layer, start, end))
 
+    @command("Cannot add the via")
     def add_via(self, via: str, at: tuple[int, int]) -> bool:
-        if not via:
+        if not via or not self._can_add():
             return False
         return self.push(self.model.add_via_command(via, at))
 
-    def _on_wiring(self, net: int) -> None:
+    def _on_wiring(self, net: int, moved: list) -> None:
+        """Every change of wiring, the panel's own edits and the history's undo and redo
+        alike: redraw, and keep the pick on its element (moved with it) or drop it."""
         if self.layer_tree.topLevelItemCount() != len(self.model.styles):
             self._fill_layers()  # the edit brought a new cut layer
         self.canvas.draw_wiring()
-        if self.element is not None and self.model.selected == net:
-            self.canvas.draw_element(self.element)
+        if self.model.selected == net:
+            self.element = self.model.live_element(self.element, moved)
+        self.canvas.draw_element(self.element)
         if self.stack_view is not None:
             self.stack_view.set_model(self.model)
         stats = self.model.edit_check
@@ -820,6 +882,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 + ". Overlay 'guides' shows the selected net's; 'guides of all nets' every "
                   "net's.")
 
+    @command("Cannot route")
     def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
         """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
         an edited design is written to the workspace first)."""
@@ -956,14 +1019,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                   suffix="guide")
 
     def _choose_export(self) -> None:
-        def export(path: str) -> None:
-            try:
-                self.status.setText(f"Exported {self.export_image(path)}")
-            except (OSError, ValueError) as exc:
-                self.host.show_error("Export failed", str(exc))
-
-        self._ask("Export the canvas", "Images (*.png *.svg)", export, save=True,
+        self._ask("Export the canvas", "Images (*.png *.svg)", self._export, save=True,
                   suffix="png")
+
+    @command("Export failed")
+    def _export(self, path: str) -> None:
+        self.status.setText(f"Exported {self.export_image(path)}")
 
     def _choose_checkpoint(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Route transformer checkpoint")
@@ -974,17 +1035,24 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     def keyPressEvent(self, event) -> None:
         """Delete removes the picked wire or via; the arrows move it by one track pitch."""
-        key = event.key()
-        if key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.element is not None:
+        if not self._edit_key(event.key()):
+            super().keyPressEvent(event)
+
+    @command("Cannot edit the net")
+    def _edit_key(self, key: int) -> bool:
+        """Whether the key was an edit of the pick (done or refused)."""
+        if self.element is None:
+            return False
+        if key in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace):
             self.delete_element()
-            return
+            return True
         steps = {Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0), Qt.Key.Key_Up: (0, 1),
                  Qt.Key.Key_Down: (0, -1)}
-        if key in steps and self.element is not None:
+        if key in steps:
             pitch = self._pitch(self.element[1][0])
             self.move_element(steps[key][0] * pitch, steps[key][1] * pitch)
-            return
-        super().keyPressEvent(event)
+            return True
+        return False
 
     def _pitch(self, layer: str) -> int:
         """A layer's track pitch in dbu (the LEF's), else 0.1 µm."""
