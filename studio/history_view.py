@@ -8,13 +8,14 @@ a step moves the history to just after it, as ``QUndoView`` does.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QBrush, QPalette, QUndoGroup, QUndoStack
 from PySide6.QtWidgets import QTreeWidget, QTreeWidgetItem
 
 from studio.undo import steps_of
 
 EMPTY_LABEL = "(nothing edited in this tab yet)"
+PREFERRED_WIDTH = 260  # a file name and a step label fit without eliding
 
 
 class EditHistoryView(QTreeWidget):
@@ -28,6 +29,9 @@ class EditHistoryView(QTreeWidget):
         group.indexChanged.connect(lambda _index: self.refresh())
         self.itemActivated.connect(self._jump)
         self.refresh()
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name; preferred, never forced (no minimum)
+        return QSize(PREFERRED_WIDTH, super().sizeHint().height())
 
     @property
     def stack(self) -> QUndoStack | None:

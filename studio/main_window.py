@@ -383,7 +383,8 @@ class MainWindow(QMainWindow):
             self._forget_box(box)
             if choice is not None:
                 answer(choice)
-                self.status(f"Saved edits of {conflict.path.name}: {choice}")
+                done = {REPLAY: "replayed", DISCARD: "discarded", KEEP_ASIDE: "kept aside"}
+                self.status(f"Saved edits of {conflict.path.name}: {done[choice]}")
 
         box.finished.connect(answered)
         box.open()
