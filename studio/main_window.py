@@ -199,6 +199,11 @@ class MainWindow(QMainWindow):
         view_menu = bar.addMenu("&View")
         self._action(view_menu, "&Welcome", lambda: self.tabs.setCurrentIndex(0), "Ctrl+1")
         self._action(view_menu, "&Lab", lambda: self.open_panel("lab"), "Ctrl+2")
+        # every other panel, listed when the menu first opens (discovering panels costs
+        # start-up time the window does not need)
+        self._panels_separator = view_menu.addSeparator()
+        self.panel_actions: dict[str, QAction] = {}
+        view_menu.aboutToShow.connect(lambda: self._list_panels(view_menu))
         view_menu.addSeparator()
         runs_toggle = self.runs_dock_widget.toggleViewAction()
         runs_toggle.setShortcut(QKeySequence("Ctrl+Shift+R"))
@@ -344,6 +349,18 @@ class MainWindow(QMainWindow):
             self.tabs.addTab(widget, entry.title if entry else panel_id)
         self.tabs.setCurrentWidget(widget)
         return widget
+
+    def _list_panels(self, menu) -> None:
+        """The View menu's entries for the panels besides the lab (added once)."""
+        for panel_id, entry in sorted(self.panels.entries().items(),
+                                      key=lambda item: item[1].title):
+            if panel_id == "lab" or panel_id in self.panel_actions:
+                continue
+            action = QAction(entry.title, self)
+            action.setStatusTip(f"Show the {entry.title}")
+            action.triggered.connect(lambda _checked=False, p=panel_id: self.open_panel(p))
+            menu.insertAction(self._panels_separator, action)
+            self.panel_actions[panel_id] = action
 
     # -- undo: a history per tab ---------------------------------------------------------------
     def _new_history(self) -> EditHistory:

@@ -73,6 +73,9 @@ class PaperCard(QFrame):
         row.addWidget(_label("Available" if paper.available else "Coming",
                              chip="available" if paper.available else "coming"))
         row.addStretch(1)
+        layout.addLayout(row)
+        row = QHBoxLayout()  # the button on a row of its own: its whole label fits any card
+        row.addStretch(1)
         if paper.available:
             self.button = QPushButton(f"Open in {paper.panel_title}")
             self.button.setProperty("primary", "true")
@@ -185,9 +188,10 @@ class WelcomePage(QWidget):
 
     def set_recent_files(self, files: list[str]) -> None:
         while self._recent_layout.count():
-            item = self._recent_layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            widget = self._recent_layout.takeAt(0).widget()
+            if widget is not None:  # off the page now, deleted when Qt is idle
+                widget.setParent(None)
+                widget.deleteLater()
         if not files:
             self._recent_layout.addWidget(_label("Files you open appear here.", "emptyNote",
                                                  wrap=True))

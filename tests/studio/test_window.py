@@ -133,3 +133,32 @@ def test_settings_are_stored(main_window, tmp_path):
     assert main_window.workspace.root == other
     assert (other / "studio.sqlite").exists()
     assert main_window.bridge.workspace == str(other)
+
+
+def test_the_view_menu_lists_every_panel(main_window, qtbot) -> None:
+    view_menu = next(action.menu() for action in main_window.menuBar().actions()
+                     if action.text() == "&View")
+    view_menu.aboutToShow.emit()
+    view_menu.aboutToShow.emit()  # listed once, however often the menu opens
+    titles = [action.text() for action in view_menu.actions()]
+    expected = {entry.title for panel_id, entry in main_window.panels.entries().items()
+                if panel_id != "lab"}
+    assert len(expected) >= 6 and expected <= set(titles)
+    assert len(titles) == len(set(titles) - {""}) + titles.count("")
+    main_window.panel_actions["dialogue"].trigger()
+    assert main_window.tabs.currentWidget() is main_window.panel_widgets["dialogue"]
+
+
+def test_welcome_cards_show_whole_labels_at_1280x800(main_window, qtbot) -> None:
+    """"Open in fMRI 4D viewe": the card's buttons were cut at this size."""
+    from PySide6.QtWidgets import QAbstractButton, QApplication
+
+    main_window.resize(1280, 800)
+    main_window.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: main_window.width() == 1280)
+    QApplication.processEvents()
+    cut = [(button.text(), button.width()) for card in main_window.welcome.cards
+           for button in card.findChildren(QAbstractButton)
+           if button.fontMetrics().horizontalAdvance(button.text().replace("&", ""))
+           > button.contentsRect().width() - 8]
+    assert not cut
