@@ -10,9 +10,10 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 # A parameter type for API keys: shown masked in params.json, logs, results and exports.
 Secret = SecretStr
@@ -22,9 +23,31 @@ if TYPE_CHECKING:
 
 
 class MethodParams(BaseModel):
-    """Base for every method's parameters: a misspelt parameter is an error, not a default."""
+    """Base for every method's parameters: a misspelt parameter is an error, not a default,
+    and a boolean is not a number (``--set steps=true`` is refused, not run as 1)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for name, value in data.items():
+            field_info = cls.model_fields.get(name)
+            if isinstance(value, bool) and field_info is not None and _numeric_only(
+                    field_info.annotation):
+                raise ValueError(f"{name}: expected a number, got the boolean {value!r}")
+        return data
+
+
+def _numeric_only(annotation: Any) -> bool:
+    """True for ``int``, ``float`` and their optionals: types a boolean must not stand for."""
+    if annotation in (int, float):
+        return True
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    return get_origin(annotation) in (Union, UnionType) and bool(args) and all(
+        a in (int, float) for a in args)
 
 
 class ReproduceParams(MethodParams):

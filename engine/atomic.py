@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -50,6 +51,22 @@ def _json_default(obj: Any) -> Any:
 def to_jsonable(obj: Any) -> Any:
     """Round-trip through JSON so numpy values become plain Python."""
     return json.loads(json.dumps(obj, default=_json_default, allow_nan=True))
+
+
+def strict_jsonable(obj: Any) -> Any:
+    """Like ``to_jsonable``, with NaN and infinities as ``None``: output that every JSON
+    parser accepts (``--json`` on the command line)."""
+    return _finite(to_jsonable(obj))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
 
 
 def append_jsonl(path: str | os.PathLike, record: dict) -> None:

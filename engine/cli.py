@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CLAIM, EXIT_CANCELLED = 0, 1, 2, 3, 130
+ABANDON_AFTER_KILL_S = 10.0
 
 
 class UsageError(Exception):
@@ -239,12 +240,13 @@ def _fmt(value: Any) -> str:
 def _collect_params(args: argparse.Namespace) -> dict:
     params: dict[str, Any] = {}
     if args.params:
+        from engine.io import FormatError
+        from engine.io.limits import read_json
+
         try:
-            params = json.loads(Path(args.params).read_text())
-        except OSError as exc:
-            raise UsageError(f"{args.params}: cannot read ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{args.params}: not valid JSON ({exc})") from None
+            params = read_json(args.params)
+        except FormatError as exc:
+            raise UsageError(str(exc)) from None
         if not isinstance(params, dict):
             raise UsageError(f"{args.params}: parameters must be a JSON object")
     for item in args.set:
@@ -312,12 +314,21 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
         interrupts = 0
 
         def on_interrupt() -> None:
+            """First signal: soft cancel; second: kill the worker; if the executor then
+            does not confirm within ``ABANDON_AFTER_KILL_S`` (or on a third signal) the run
+            is ended as cancelled here, so the command always exits."""
             nonlocal interrupts
             interrupts += 1
             hard = interrupts > 1
             print("\ncancelling" + (" (hard)" if hard else "; Ctrl-C again to kill"),
                   file=sys.stderr)
+            if interrupts > 2:
+                manager.abandon(job_id, "cancelled", "cancelled: the worker did not confirm")
+                return
             manager.cancel(job_id, hard=hard)
+            if hard:
+                loop.call_later(ABANDON_AFTER_KILL_S, manager.abandon, job_id, "cancelled",
+                                "cancelled: the worker did not confirm the kill")
 
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
@@ -460,10 +471,11 @@ def _code_version() -> str:
 
 
 def _print_json(obj: Any, compact: bool = False) -> None:
-    from engine.atomic import to_jsonable
+    """Strict JSON: NaN and infinities print as null."""
+    from engine.atomic import strict_jsonable
 
-    text = json.dumps(to_jsonable(obj), separators=(",", ":") if compact else None,
-                      indent=None if compact else 2)
+    text = json.dumps(strict_jsonable(obj), separators=(",", ":") if compact else None,
+                      indent=None if compact else 2, allow_nan=False)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 

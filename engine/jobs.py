@@ -7,6 +7,7 @@ terminal ``job_state``, after its ``job_result`` if it has one.
 
 from __future__ import annotations
 
+import logging
 import platform
 import time
 from collections.abc import Callable
@@ -22,10 +23,26 @@ from engine.registry import get_method
 from engine.workspace import Workspace
 
 Publish = Callable[[dict], None]
+log = logging.getLogger("studio.engine")
+
+
+MAX_SEED = 2**63 - 1  # what the runs table (SQLite INTEGER) and torch's seeding hold
 
 
 class InvalidSubmission(Exception):
     """Bad parameters or inputs; the message names the parameter or file."""
+
+
+@dataclass
+class Submission:
+    """A submission that passed every check: parameters, seed and readable inputs."""
+
+    method: str
+    params: dict
+    resolved: dict
+    inputs: dict[str, str]
+    seed: int
+    notes: list[str]
 
 
 @dataclass
@@ -37,6 +54,7 @@ class _Job:
     seq: int = 0
     started_s: float = field(default_factory=time.monotonic)
     outputs: dict | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 class JobManager:
@@ -80,25 +98,48 @@ class JobManager:
                seed: int | None = None, executor: Executor | None = None) -> str:
         """Validate and queue (on ``executor``, by default this manager's own); raises
         ``UnknownMethod`` or ``InvalidSubmission``."""
-        executor = executor or self.executor
+        return self.enqueue(self.prepare(method, params, inputs, seed), executor)
+
+    def prepare(self, method: str, params: dict | None = None, inputs: dict | None = None,
+                seed: int | None = None) -> Submission:
+        """Every check of a submission, before anything is recorded or started: text is
+        UTF-8, the seed is in range, parameters validate, and each input is read by its
+        format's reader (``FormatError`` becomes ``InvalidSubmission`` starting with the
+        file). Safe to call off the event loop: it reads files but changes nothing."""
         spec = get_method(method)
+        params = dict(params or {})
+        inputs = dict(inputs or {})
+        for key, value in params.items():
+            require_utf8(f"parameter {key}", value)
+        for name, ref in inputs.items():
+            require_utf8(f"input {name}", ref)
         try:
-            resolved = spec.params.model_validate(params or {})
+            resolved = spec.params.model_validate(params)
         except ValidationError as exc:
             raise InvalidSubmission(format_validation_error(method, exc)) from None
-        input_paths = self._resolve_inputs(spec.inputs, inputs or {})
-        seed = int(seed if seed is not None else 0)
+        input_paths = self._resolve_inputs(spec.inputs, inputs)
+        notes = self._read_inputs(spec.inputs, input_paths)
+        return Submission(method, params, resolved.model_dump(mode="json"), input_paths,
+                          check_seed(seed), notes)
+
+    def enqueue(self, submission: Submission, executor: Executor | None = None) -> str:
+        """Record a prepared submission as a run and queue it on ``executor``."""
+        executor = executor or self.executor
+        spec = get_method(submission.method)
         run_id = self.workspace.create_run(
-            method, resolved.model_dump(mode="json"), seed, cluster=executor.cluster,
-            provenance=provenance(executor.describe()) | {"inputs": input_paths})
-        job = _Job(run_id, method, executor)
+            submission.method, submission.resolved, submission.seed, cluster=executor.cluster,
+            provenance=provenance(executor.describe()) | {"inputs": submission.inputs})
+        job = _Job(run_id, submission.method, executor, notes=list(submission.notes))
         self.jobs[run_id] = job
         request = JobRequest(
-            id=run_id, method=method, params=params or {}, inputs=input_paths, seed=seed,
+            id=run_id, method=submission.method, params=submission.params,
+            inputs=submission.inputs, seed=submission.seed,
             output_dir=str(self.workspace.run_dir(run_id)),
             cache_root=str(self.workspace.cache_root), resources=spec.resources,
             device=self.device)
         self._emit(job, protocol.JOB_STATE, {"state": protocol.QUEUED, "reason": ""})
+        if job.notes:
+            self._on_event(job, {"type": protocol.JOB_LOG, "content": {"lines": job.notes}})
         executor.submit(request, lambda event: self._on_event(job, event))
         return run_id
 
@@ -118,6 +159,22 @@ class JobManager:
                 raise InvalidSubmission(f"input {name}: {path}: no such file or folder")
             resolved[name] = str(path.resolve())
         return resolved
+
+    @staticmethod
+    def _read_inputs(declared: dict[str, str], paths: dict[str, str]) -> list[str]:
+        """Each input through its kind's reader; the first unusable one is refused."""
+        from engine.io import FormatError
+        from engine.io.inputs import validate_input
+
+        notes: list[str] = []
+        for name, path in paths.items():
+            try:
+                notes += validate_input(declared[name], path)
+            except FormatError as exc:
+                raise InvalidSubmission(str(exc)) from None
+            except RecursionError:
+                raise InvalidSubmission(f"{path}: nested too deeply to read") from None
+        return notes
 
     def cancel(self, job_id: str, hard: bool = False) -> bool:
         job = self.jobs.get(job_id)
@@ -160,14 +217,20 @@ class JobManager:
             self._emit(job, kind, content)
 
     def _finish(self, job: _Job, event: dict) -> None:
+        """The job's one terminal state: recorded when the disk allows, always published."""
         state, reason = event["state"], event.get("reason", "")
         job.state = state
         elapsed = time.monotonic() - job.started_s
-        self.workspace.write_result(job.id, {
-            "run_id": job.id, "method": job.method, "state": state, "reason": reason,
-            "traceback": event.get("traceback", ""), "outputs": job.outputs or {},
-            "elapsed_s": elapsed})
-        self.workspace.set_state(job.id, state, reason)
+        result = {"run_id": job.id, "method": job.method, "state": state, "reason": reason,
+                  "traceback": event.get("traceback", ""), "outputs": job.outputs or {},
+                  "elapsed_s": elapsed}
+        if job.notes:
+            result["input_notes"] = job.notes
+        try:
+            self.workspace.write_result(job.id, result)
+            self.workspace.set_state(job.id, state, reason)
+        except Exception:  # a full disk must not leave the job without its terminal event
+            log.exception("could not record the end of run %s", job.id)
         content = {"state": state, "reason": reason, "elapsed_s": elapsed}
         if event.get("traceback"):
             content["error"] = {"type": reason.split(":")[0], "message": reason,
@@ -178,11 +241,61 @@ class JobManager:
         job.seq += 1
         self.publish(protocol.envelope(kind, content, job=job.id, seq=job.seq))
 
+    def abandon(self, job_id: str, state: str, reason: str) -> bool:
+        """End a job that its executor no longer reports on (its worker did not answer a
+        kill): recorded and published as ``state``, so no caller waits forever."""
+        job = self.jobs.get(job_id)
+        if job is None or job.state in protocol.TERMINAL_STATES:
+            return False
+        self._finish(job, {"state": state, "reason": reason})
+        return True
+
     def fail_all(self, reason: str) -> None:
         """The executor is going away: every unfinished job fails with ``reason``."""
         for job in list(self.jobs.values()):
             if job.state not in protocol.TERMINAL_STATES:
                 self._finish(job, {"state": protocol.FAILED, "reason": reason})
+
+
+def require_utf8(where: str, value: object) -> None:
+    """Text that cannot travel as UTF-8 (a path or value with undecodable bytes) is refused
+    here, at submit, instead of failing in the executor's reader later."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidSubmission(f"{where}: {printable(value)} is not valid UTF-8; rename "
+                                    "the file or give the value as UTF-8 text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            require_utf8(where, key)
+            require_utf8(where, item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            require_utf8(where, item)
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes shown as ``\\xNN`` (safe to print and log)."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def check_seed(seed: object) -> int:
+    """A seed is an integer in 0..2^63-1 (a boolean or a float is not one)."""
+    if seed is None:
+        return 0
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, str) and seed.strip().lstrip("-").isdigit():
+            seed = int(seed)
+        else:
+            raise InvalidSubmission(f"seed: expected an integer, got {seed!r}")
+    if not 0 <= seed <= MAX_SEED:
+        raise InvalidSubmission(f"seed: {seed} is out of range (0 to 2^63-1)")
+    return seed
 
 
 def format_validation_error(method: str, exc: ValidationError) -> str:
@@ -192,6 +305,9 @@ def format_validation_error(method: str, exc: ValidationError) -> str:
         message = error["msg"]
         if error["type"] == "extra_forbidden":
             message = "unknown parameter"
+        if not error["loc"] and error["type"] == "value_error":  # a model check naming its field
+            lines.append(f"  {message.removeprefix('Value error, ')}")
+            continue
         lines.append(f"  {where}: {message}")
     return "\n".join(lines)
 

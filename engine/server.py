@@ -154,8 +154,11 @@ class EngineServer:
                 if content.get("cluster") not in (None, "", "local"):
                     asyncio.create_task(self._submit_on_cluster(reply, content))
                     return
-                job_id = self.jobs.submit(content["method"], content.get("params"),
-                                          content.get("inputs"), content.get("seed"))
+                # inputs are read by their formats' readers: off the loop, pings go on
+                submission = await asyncio.to_thread(
+                    self.jobs.prepare, content["method"], content.get("params"),
+                    content.get("inputs"), content.get("seed"))
+                job_id = self.jobs.enqueue(submission)
                 reply(protocol.JOB_ACCEPTED, {"run_dir": str(self.workspace.run_dir(job_id))},
                       job=job_id)
             elif kind == protocol.CANCEL_JOB:
@@ -182,8 +185,10 @@ class EngineServer:
         """Connecting to a cluster takes seconds: done aside so pings keep being answered."""
         try:
             executor = await self.jobs.executor_for(str(content["cluster"]))
-            job_id = self.jobs.submit(content["method"], content.get("params"),
-                                      content.get("inputs"), content.get("seed"), executor)
+            submission = await asyncio.to_thread(
+                self.jobs.prepare, content["method"], content.get("params"),
+                content.get("inputs"), content.get("seed"))
+            job_id = self.jobs.enqueue(submission, executor)
             reply(protocol.JOB_ACCEPTED, {"run_dir": str(self.workspace.run_dir(job_id))},
                   job=job_id)
         except Exception as exc:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
 import subprocess
+import traceback
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -24,6 +26,8 @@ from engine.executors.base import (
     JobRequest,
     done_event,
 )
+
+log = logging.getLogger("studio.engine")
 
 DEFAULT_CANCEL_GRACE_S = 5.0
 WORKER_START_TIMEOUT_S = 120.0
@@ -72,7 +76,7 @@ class LocalExecutor(Executor):
         everyone = [*self._workers, *([self._interactive] if self._interactive else [])]
         for worker in everyone:
             if worker.job is not None and worker.sink is not None:
-                worker.sink(done_event("failed", "engine shut down"))
+                _deliver(worker.sink, done_event("failed", "engine shut down"))
                 worker.job = None
             with contextlib.suppress(Exception):
                 worker.writer.close()
@@ -80,7 +84,7 @@ class LocalExecutor(Executor):
         for worker in everyone:
             await asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
         for _request, sink in self._queue:
-            sink(done_event("failed", "engine shut down"))
+            _deliver(sink, done_event("failed", "engine shut down"))
         self._queue.clear()
         for task in list(self._tasks):
             task.cancel()
@@ -112,6 +116,7 @@ class LocalExecutor(Executor):
     def _track(self, task: asyncio.Task) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_task_failure)
 
     # -- jobs ------------------------------------------------------------------------------
     def submit(self, request: JobRequest, on_event: EventSink) -> None:
@@ -119,19 +124,25 @@ class LocalExecutor(Executor):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        """Hand queued jobs to idle workers; a job that cannot be sent fails, alone."""
         for worker in self._workers:
-            if not self._queue:
-                return
-            if worker.job is None and worker.ready.is_set():
+            while self._queue and worker.job is None and worker.ready.is_set():
                 request, sink = self._queue.popleft()
+                try:
+                    frame = protocol.encode({"type": "run", "job": request.to_message()})
+                except Exception as exc:  # e.g. text that is not UTF-8, an oversized job
+                    _deliver(sink, done_event(
+                        "failed", f"the job could not be sent to a worker "
+                                  f"({type(exc).__name__}: {exc})"))
+                    continue
                 worker.job, worker.sink, worker.killed_for_cancel = request, sink, False
-                worker.writer.write(protocol.encode({"type": "run", "job": request.to_message()}))
+                worker.writer.write(frame)
 
     def cancel(self, job_id: str, hard: bool = False) -> bool:
         for index, (request, sink) in enumerate(self._queue):
             if request.id == job_id:
                 del self._queue[index]
-                sink(done_event("cancelled", "cancelled while queued"))
+                _deliver(sink, done_event("cancelled", "cancelled while queued"))
                 return True
         worker = next((w for w in self._workers if w.job and w.job.id == job_id), None)
         if worker is None:
@@ -153,13 +164,36 @@ class LocalExecutor(Executor):
         _kill(worker.process)
 
     async def _read_worker(self, worker: _Worker) -> None:
+        """Relay a worker's events until it exits. Never dies silently: an error handling a
+        message fails that worker's job and replaces the worker, so no caller waits forever."""
         try:
             while True:
                 message = await protocol.read_message(worker.reader)
-                self._on_worker_message(worker, message)
+                try:
+                    self._on_worker_message(worker, message)
+                except Exception as exc:
+                    log.exception("error handling a message of worker %d", worker.process.pid)
+                    self._fail_job(worker, f"engine error while running the job "
+                                           f"({type(exc).__name__}: {exc})",
+                                   traceback.format_exc())
+                    _kill(worker.process)
+                    break
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError):
             pass
-        await self._on_worker_exit(worker)
+        try:
+            await self._on_worker_exit(worker)
+        except Exception as exc:  # e.g. no replacement worker could be started
+            log.exception("worker %d exited and could not be replaced", worker.process.pid)
+            self._fail_job(worker, f"worker could not be replaced ({type(exc).__name__}: {exc})")
+
+    def _fail_job(self, worker: _Worker, reason: str, trace: str = "") -> None:
+        """End the worker's job (if any) as failed with ``reason``."""
+        if worker.job is not None and worker.sink is not None:
+            event = done_event("failed", reason)
+            if trace:
+                event["content"]["traceback"] = trace
+            _deliver(worker.sink, event)
+        self._finish(worker)
 
     def _on_worker_message(self, worker: _Worker, message: dict) -> None:
         kind = message["type"]
@@ -197,7 +231,7 @@ class LocalExecutor(Executor):
                 event = done_event("cancelled", KILLED_AFTER_GRACE)
             else:
                 event = done_event("failed", f"worker process died ({_describe_exit(code)})")
-            worker.sink(event)
+            _deliver(worker.sink, event)
         self._finish(worker)
         if self._stopping:
             return
@@ -229,6 +263,20 @@ class RequestFailed(Exception):
     def __init__(self, error: dict) -> None:
         super().__init__(error.get("message", "request failed"))
         self.error = error
+
+
+def _deliver(sink: EventSink, event: dict) -> None:
+    """Give a terminal event to a job's sink; a sink that fails is logged, never propagated
+    (the caller is ending a job and must go on)."""
+    try:
+        sink(event)
+    except Exception:
+        log.exception("a job's event handler failed on its final event")
+
+
+def _log_task_failure(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("executor task failed", exc_info=task.exception())
 
 
 def _kill(process: subprocess.Popen) -> None:

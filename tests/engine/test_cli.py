@@ -10,6 +10,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 from engine.workspace import Workspace
 
@@ -96,7 +97,8 @@ def test_input_references(tmp_path):
     assert out.returncode == 2 and "/no/such.npy" in out.stderr
 
 
-def test_cancel_with_ctrl_c_exits_130(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cancel_with_ctrl_c_or_sigterm_exits_130(tmp_path, sig):
     process = subprocess.Popen(
         [sys.executable, "-m", "engine", "run", "diag.count", "--set", "steps=100000",
          "--set", "delay_s=0.01", "--workspace", str(tmp_path), "--json"],
@@ -104,7 +106,7 @@ def test_cancel_with_ctrl_c_exits_130(tmp_path):
     for line in process.stdout:
         if '"running"' in line:
             break
-    process.send_signal(signal.SIGINT)
+    process.send_signal(sig)
     assert process.wait(timeout=30) == 130
     (run,) = Workspace(tmp_path).runs()
     assert run["state"] == "cancelled"

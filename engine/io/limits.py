@@ -1,0 +1,135 @@
+"""Resource budgets for readers: a hostile or huge file is refused before it is allocated.
+
+Every budget has a default that fits normal files of the field (and all of the shipped data)
+and is raised with a ``STUDIO_MAX_*`` environment variable, which the Settings dialog passes to
+the engine. A file over a budget is refused with a ``FormatError`` that names the file, the
+budget and how to raise it, never by running out of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.io import FormatError
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Budget:
+    env: str
+    default: float
+    unit: str  # how a value is shown: "bytes", "levels", "atoms", "s", "pixels", "frames"
+    what: str  # what it limits, for the message
+
+    @property
+    def value(self) -> float:
+        """The budget now: the environment variable when set to a positive number."""
+        raw = os.environ.get(self.env, "").strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            return self.default
+        return value if value > 0 else self.default
+
+    def show(self, amount: float | None = None) -> str:
+        amount = self.value if amount is None else amount
+        if self.unit == "bytes":
+            return f"{amount / MB:,.0f} MB" if amount >= MB else f"{amount:,.0f} bytes"
+        return f"{amount:,.0f} {self.unit}" if self.unit != "s" else f"{amount:g} s"
+
+    def refuse(self, path: str | os.PathLike, needed: float | None,
+               detail: str = "") -> FormatError:
+        """The error for a file over this budget: file, need, budget and how to raise it."""
+        need = f" ({detail or 'needs'} {self.show(needed)})" if needed is not None else (
+            f" ({detail})" if detail else "")
+        return FormatError(path, f"over the {self.what} budget of {self.show()}{need}; raise it "
+                                 f"with the environment variable {self.env} or in Settings")
+
+    def check(self, path: str | os.PathLike, amount: float, detail: str = "") -> None:
+        if amount > self.value:
+            raise self.refuse(path, amount, detail)
+
+
+# Defaults: the largest shipped file is far below each, and so is a typical file of the field.
+DECOMPRESSED = Budget("STUDIO_MAX_DECOMPRESSED_BYTES", 4096 * MB, "bytes",
+                      "decompressed size")
+JSON_DEPTH = Budget("STUDIO_MAX_JSON_DEPTH", 200, "levels", "JSON nesting")
+JSON_BYTES = Budget("STUDIO_MAX_JSON_BYTES", 512 * MB, "bytes", "JSON document size")
+ATOMS = Budget("STUDIO_MAX_DESCRIPTOR_ATOMS", 150, "atoms", "atoms per molecule for descriptors")
+DESCRIPTOR_TIME = Budget("STUDIO_MAX_DESCRIPTOR_S", 5.0, "s", "descriptor time per file")
+IMAGE_PIXELS = Budget("STUDIO_MAX_IMAGE_PIXELS", 256 * 1024 * 1024, "pixels", "image size")
+TENSOR_BYTES = Budget("STUDIO_MAX_TENSOR_BYTES", 64 * 1024 * MB, "bytes", "tensor size")
+
+BUDGETS = (DECOMPRESSED, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
+           TENSOR_BYTES)
+
+
+def available_memory_bytes() -> int:
+    """Memory this process could still take (psutil's 'available'); large when unknown."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return 1 << 62
+
+
+def check_allocation(path: str | os.PathLike, nbytes: int, what: str) -> None:
+    """Refuse reading ``nbytes`` into memory when over the decompressed budget or the memory
+    available now (half of it: the GUI and the engine share the machine)."""
+    DECOMPRESSED.check(path, nbytes, f"{what} needs")
+    spare = available_memory_bytes() // 2
+    if nbytes > spare:
+        raise FormatError(path, f"{what} needs {nbytes / MB:,.0f} MB but only "
+                                f"{spare / MB:,.0f} MB of memory can be spared now")
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value, without recursion (a hostile file cannot
+    overflow the stack here)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in item
+                         if isinstance(child, (list, dict)))
+    return deepest
+
+
+def loads_json(text: str | bytes, path: str | os.PathLike, where: str = "") -> Any:
+    """``json.loads`` with a depth limit: deep nesting is a ``FormatError`` naming the file
+    (and ``where``, e.g. "line 3"), never a ``RecursionError`` later."""
+    at = f"{where}: " if where else ""
+    limit = int(JSON_DEPTH.value)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise FormatError(path, f"{at}JSON nested too deeply to read (the limit is {limit} "
+                                f"levels; raise it with {JSON_DEPTH.env})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FormatError(path, f"{at}not valid JSON ({exc})") from None
+    depth = json_depth(value)
+    if depth > limit:
+        raise FormatError(path, f"{at}JSON nested {depth} levels deep; the limit is {limit} "
+                                f"(raise it with the environment variable {JSON_DEPTH.env})")
+    return value
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A whole JSON file, within the size and depth budgets."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        JSON_BYTES.check(path, size, "the file is")
+        text = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(path, f"cannot read it ({exc.strerror})") from None
+    return loads_json(text, path)
