@@ -21,6 +21,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from studio.documents import document_file
+
 log = logging.getLogger("studio.host")
 
 
@@ -84,6 +86,11 @@ class StudioHost:
 
     # -- extensions ----------------------------------------------------------------------------
     def restore_edits(self, document: str, model: Any, decode: Callable[[dict], Any]) -> int:
+        """Replay the document's saved edits; the panel opened it, so it joins the recent
+        files whichever button opened it."""
+        opened = document_file(document)
+        if opened is not None:
+            self._window.remember_file(opened.path)
         return self.history.restore(document, model, decode)
 
     def edit_group(self, label: str):

@@ -472,9 +472,15 @@ class MainWindow(QMainWindow):
             return
         if opener(path) is False:
             return  # the panel reported the problem itself
-        self.welcome.set_recent_files(self.settings.add_recent_file(path))
-        self._fill_recent_menu()
+        self.remember_file(path)
         self.status(f"Opened {path} ({report['format']}) in {entry.title}")
+
+    def remember_file(self, path: str | os.PathLike) -> None:
+        """A file the user opened, by File > Open, a drop or a panel's own button (every
+        panel replays a document's saved edits when it opens it: ``StudioHost``), goes first
+        in the recent files."""
+        self.welcome.set_recent_files(self.settings.add_recent_file(str(path)))
+        self._fill_recent_menu()
 
     def _fill_recent_menu(self) -> None:
         self.recent_menu.clear()

@@ -162,3 +162,12 @@ def test_welcome_cards_show_whole_labels_at_1280x800(main_window, qtbot) -> None
            if button.fontMetrics().horizontalAdvance(button.text().replace("&", ""))
            > button.contentsRect().width() - 8]
     assert not cut
+
+
+def test_files_opened_from_a_panels_own_button_enter_recent_files(main_window, tmp_path) -> None:
+    smiles = tmp_path / "mine.smi"
+    smiles.write_text("CCO ethanol\n")
+    panel = main_window.open_panel("molecules")
+    assert panel.open_file(smiles) is not False  # what its "Open molecules…" button calls
+    assert main_window.settings.recent_files()[0] == str(smiles.resolve())
+    assert main_window.recent_menu.actions()[0].toolTip() == str(smiles.resolve())
