@@ -92,7 +92,8 @@ class SceneEditor(QWidget):
         self.show_tracks = show_tracks
         self.render_scene = render
         self.model = SceneModel()
-        self._unsubscribe_scene = self.model.events.connect("scene", lambda scene: self.redraw())
+        self._unsubscribe_scene = self.model.events.connect("scene", self._on_scene)
+        self._scene_shown = self.model.scene  # what the selection's index refers to
         self._documents = {self.model.document}  # of the scene's steps ("Save as" adds one)
         self.selection: tuple[str, int] | None = None
         self.pending: list[tuple[float, float]] = []  # clicks of a group, path or camera
@@ -258,7 +259,8 @@ class SceneEditor(QWidget):
         self._fit += 1  # a fit or a simulation still running was for the scene before
         self._simulation += 1
         self.model = model
-        self._unsubscribe_scene = model.events.connect("scene", lambda scene: self.redraw())
+        self._unsubscribe_scene = model.events.connect("scene", self._on_scene)
+        self._scene_shown = model.scene
         self._documents = {model.document}
         self.selection, self.pending, self.tracks = None, [], None
         self.redraw()
@@ -333,6 +335,13 @@ class SceneEditor(QWidget):
 
     def select_at(self, x: float, y: float) -> None:
         self.selection = self.model.item_at(x, y, KEYFRAME_PICK_M)
+        self.redraw()
+
+    def _on_scene(self, scene) -> None:
+        """An edit, its undo or its redo changed the scene: the selection follows its
+        element, or is cleared when that element is gone, before anything is drawn."""
+        before, self._scene_shown = self._scene_shown, scene
+        self.selection = followed(self.selection, before, scene)
         self.redraw()
 
     def delete_selection(self) -> None:
@@ -465,7 +474,16 @@ class SceneEditor(QWidget):
 
     def drag_box(self, kind: str, index: int, center: tuple[float, float],
                  size: tuple[float, float]) -> bool:
-        """A box dragged (moved) or its handle pulled (resized) to ``center`` and ``size``."""
+        """A box dragged (moved) or its handle pulled (resized) to ``center`` and ``size``;
+        a box that no longer exists is refused (no edit), the selection cleared."""
+        boxes = getattr(self.model.scene, kind, None) if kind in BOX_KINDS else None
+        if boxes is None or not 0 <= index < len(boxes):
+            self.selection = None
+            message = f"{kind} {index + 1} does not exist any more"
+            self.status.setText(f"refused: {message}")
+            self.host.show_error("Invalid scene edit", message)
+            self.redraw()
+            return False
         self.selection = (kind, index)
         if np.allclose(size, getattr(self.model.scene, kind)[index].size):
             return self.push(lambda: self.model.propose_move_box(kind, index, center))
@@ -605,6 +623,21 @@ class SceneEditor(QWidget):
         self._leave_scene()
         self._fit += 1  # a running fit stops at its next step
         super().closeEvent(event)
+
+
+def followed(selection: tuple[str, int] | None, before, after) -> tuple[str, int] | None:
+    """Where ``selection`` (kind, index into scene ``before``) is in scene ``after``: the same
+    index while that list kept its length (the element moved, resized or was renamed), else
+    the index of an element equal to it (one before it was added or removed), else None."""
+    if selection is None:
+        return None
+    kind, index = selection
+    old, new = getattr(before, kind), getattr(after, kind)
+    if len(old) == len(new):
+        return selection if index < len(new) else None
+    if index >= len(old):
+        return None
+    return next(((kind, i) for i, item in enumerate(new) if item == old[index]), None)
 
 
 def _rect_outline(x0: float, y0: float, width: float, depth: float
