@@ -8,14 +8,20 @@ engine starts only once the window is on screen.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable
+from typing import TextIO
 
 LOG_MAX_BYTES = 2 * 1024 * 1024
 LOG_BACKUPS = 3
 
 log = logging.getLogger("studio")
+FAULT_LOG = "faulthandler.log"
+_fault_file: TextIO | None = None  # open for the process' life: a crash writes to it
 
 
 def main() -> None:
@@ -61,6 +67,28 @@ def setup_logging(level: int = logging.INFO) -> str:
     return str(folder)
 
 
+def enable_faulthandler(folder: str) -> str | None:
+    """Python's stacks of every thread go to ``faulthandler.log`` in the log folder on a
+    crash (SIGSEGV, SIGBUS, SIGABRT...), so a crash with no Python exception still says where
+    it happened. Each start writes a header with its pid. faulthandler writes to one file
+    only: where the log folder cannot be written it writes to stderr instead."""
+    global _fault_file
+    path = os.path.join(folder, FAULT_LOG)
+    try:
+        handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - open until the process ends
+    except OSError:
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+        return None
+    handle.write(f"--- studio pid {os.getpid()} started "
+                 f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    handle.flush()
+    faulthandler.enable(file=handle, all_threads=True)
+    if _fault_file is not None:
+        _fault_file.close()
+    _fault_file = handle
+    return path
+
+
 def _log_uncaught(kind, value, traceback) -> None:
     """An exception escaping a Qt slot is logged, and the window carries on."""
     log.critical("uncaught exception", exc_info=(kind, value, traceback))
@@ -79,6 +107,9 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
         print(f"studio {__version__}")
         return 0
     folder = setup_logging()
+    fault_log = enable_faulthandler(folder)
+    if fault_log is not None and sys.stderr is not None:
+        print(f"studio: crash traces go to {fault_log}", file=sys.stderr)
 
     import asyncio
 
