@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.developer import listed
+
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 REPRODUCE_VERB = "reproduce"
 RUN, REPRODUCE = "run", "reproduce"
@@ -87,7 +89,8 @@ class LabModel:
     # -- methods and selection -----------------------------------------------------------
 
     def set_methods(self, methods: list[dict]) -> None:
-        self.methods = {m["id"]: m for m in methods}
+        """The engine's methods, less the diagnostics outside developer mode."""
+        self.methods = {m["id"]: m for m in methods if listed(m)}
         self.events.emit("methods")
         if self._wanted_paper and self.select_paper(self._wanted_paper):
             return

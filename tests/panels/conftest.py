@@ -177,6 +177,12 @@ class HistoryHost(FakeHost):
 
 
 @pytest.fixture
+def developer_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diagnostics methods (diag.*) listed, as developers see them (``STUDIO_DEV=1``)."""
+    monkeypatch.setenv("STUDIO_DEV", "1")
+
+
+@pytest.fixture
 def fake_host(tmp_path: Path) -> FakeHost:
     return FakeHost(tmp_path / "runs")
 

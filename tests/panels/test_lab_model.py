@@ -7,6 +7,8 @@ import pytest
 from panels.lab.model import REPRODUCE, RUN, LabModel
 from tests.panels.conftest import described_methods
 
+pytestmark = pytest.mark.usefixtures("developer_mode")  # its tests drive diag.*
+
 
 def envelope(job, type_, **content):
     return {"type": type_, "job": job, "seq": 1, "content": content}
@@ -96,3 +98,13 @@ def test_manifest_model_and_schema_load_without_qt():
     code = ("import sys, panels.lab, panels.lab.model, panels.widgets.schema; "
             "assert not [m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph'))]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_diagnostics_are_listed_to_developers_only(monkeypatch) -> None:
+    monkeypatch.delenv("STUDIO_DEV")
+    lab = LabModel()
+    lab.set_methods(described_methods())
+    assert "diagnostics" not in lab.by_paper() and "toy.train" in lab.methods
+    monkeypatch.setenv("STUDIO_DEV", "1")
+    lab.set_methods(described_methods())
+    assert "diag.crash" in lab.methods and list(lab.by_paper())[-1] == "diagnostics"

@@ -18,6 +18,8 @@ PLOT = {"kind": "plot", "title": "loss", "xlabel": "step", "ylabel": "loss", "lo
         "logy": False, "series": [{"name": "loss", "x": [0, 1, 2], "y": [1.0, 0.5, 0.25],
                                    "style": "line"}], "hlines": []}
 
+pytestmark = pytest.mark.usefixtures("developer_mode")  # its tests drive diag.*
+
 
 @pytest.fixture
 def lab(fake_host, make_widget):
