@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.io.transcripts import Turn
 from panels.dialogue.model import DialogueModel, decode, turn_belief
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.jobs import PanelJobs
@@ -206,9 +207,9 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             self.turns_table.setRowCount(len(transcript.turns))
             for row, turn in enumerate(transcript.turns):
                 belief = turn_belief(turn.meta)
-                cells = [str(row), turn.role, turn.content,
+                cells = [str(row), turn.role, _cell_text(turn, COL_CONTENT),
                          "" if belief is None else f"{belief:.3f}",
-                         str(turn.meta.get("label", "")), str(turn.meta.get("note", ""))]
+                         _cell_text(turn, COL_LABEL), _cell_text(turn, COL_NOTE)]
                 for column, text in enumerate(cells):
                     item = QTableWidgetItem(text)
                     if column not in EDIT_COLUMNS:
@@ -252,13 +253,15 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         current = self.model.transcript
         if current is None or current.id != transcript:
             return
-        meta = current.turns[turn].meta
+        changed = current.turns[turn]
         self._filling = True
         try:
-            for column, field in EDIT_COLUMNS.items():
+            for column in EDIT_COLUMNS:
                 item = self.turns_table.item(turn, column)
                 if item is not None:
-                    item.setText(str(meta.get(field, "")))
+                    item.setText(_cell_text(changed, column))
+                    if column == COL_CONTENT:
+                        item.setToolTip(changed.content)
         finally:
             self._filling = False
 
@@ -436,3 +439,10 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self._unsubscribe()
         super().closeEvent(event)
 
+
+def _cell_text(turn: Turn, column: int) -> str:
+    """What an editable cell shows: the turn's text (``content``), or its label or note (the
+    turn's metadata); one rule for filling the table and for refreshing it after an edit."""
+    if column == COL_CONTENT:
+        return turn.content
+    return str(turn.meta.get(EDIT_COLUMNS[column], ""))

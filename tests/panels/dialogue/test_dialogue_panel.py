@@ -214,3 +214,22 @@ def test_a_simulated_dialogue_shows_both_beliefs_per_turn(panel, host, tmp_path)
     assert panel.turns_table.rowCount() == 40
     assert panel.belief_plot.point_count("user belief") == 40
     assert panel.belief_plot.point_count("assistant belief") == 40
+
+
+def test_labelling_a_turn_keeps_its_text_through_undo_and_redo(panel, host, transcripts):
+    """Issue 20, finding 5: the content column was rewritten from the edit's metadata (blank)."""
+    panel.open_file(transcripts)
+    text = panel.turns_table.item(1, 2).text()
+    assert text == "yes, a great plan"
+    panel.turns_table.item(1, COL_LABEL).setText("sycophantic")
+    assert panel.turns_table.item(1, 2).text() == text
+    host.history.stack.undo()
+    assert panel.turns_table.item(1, 2).text() == text
+    assert panel.turns_table.item(1, COL_LABEL).text() == ""
+    host.history.stack.redo()
+    assert panel.turns_table.item(1, 2).text() == text
+    assert panel.turns_table.item(1, COL_LABEL).text() == "sycophantic"
+    panel.turns_table.item(1, 2).setText("no, it has risks")  # rewriting the text itself
+    host.history.stack.undo()
+    assert panel.turns_table.item(1, 2).text() == text
+    assert panel.model.transcript.turns[1].content == text
