@@ -8,6 +8,8 @@ see asyncio, the socket or the engine process. Beyond the protocol, the host off
 - ``edit_group(label)``: a context manager making the edits pushed inside one undo step.
 - ``export_plot(view)``: the shell's export dialog for a ``PlotSpecView`` (PNG, SVG or PDF).
 - ``workspace_path()``: the workspace folder (artifacts of earlier runs live under it).
+- ``panel_for(path)`` / ``open_in_panel(path)``: which panel opens a file (a run's artifact
+  the lab cannot show) and opening it there, by File > Open's rule.
 
 Subscribers receive job events (protocol envelopes) plus two notices of the shell's own:
 ``{"type": "engine_state", "content": {"state"}}`` and ``{"type": "methods", "content":
@@ -18,6 +20,7 @@ ready can fill its method list).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +95,15 @@ class StudioHost:
         if opened is not None:
             self._window.remember_file(opened.path)
         return self.history.restore(document, model, decode)
+
+    def panel_for(self, path: str | os.PathLike) -> str | None:
+        """The title of the panel that opens ``path`` (as File > Open would choose)."""
+        entry = self._window.panel_for_file(path)
+        return entry.title if entry is not None else None
+
+    def open_in_panel(self, path: str | os.PathLike) -> None:
+        """Open ``path`` in the panel that opens it, as File > Open does."""
+        self._window.open_paths([str(path)])
 
     def edit_group(self, label: str):
         return self.history.group(label)

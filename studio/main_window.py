@@ -475,6 +475,18 @@ class MainWindow(QMainWindow):
         self.remember_file(path)
         self.status(f"Opened {path} ({report['format']}) in {entry.title}")
 
+    def panel_for_file(self, path: str | os.PathLike):
+        """The panel that opens ``path`` (``PanelRegistry.for_file``), or ``None``."""
+        return self.panels.for_file(path)
+
+    def run_outputs(self, run_dir: Path, outputs: dict) -> list[tuple[str, Path]]:
+        """A run's reported outputs that are files or folders in its folder, by name."""
+        found = []
+        for name, value in outputs.items():
+            if isinstance(value, str) and value and (run_dir / value).exists():
+                found.append((name, run_dir / value))
+        return found
+
     def remember_file(self, path: str | os.PathLike) -> None:
         """A file the user opened, by File > Open, a drop or a panel's own button (every
         panel replays a document's saved edits when it opens it: ``StudioHost``), goes first

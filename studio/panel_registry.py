@@ -72,6 +72,17 @@ class PanelRegistry:
                 return entry
         return None
 
+    def for_file(self, path) -> PanelEntry | None:
+        """The panel that opens a file or folder: its format found by content, then that
+        format's panel (File > Open, drops, the runs dock and the lab share this rule)."""
+        from engine.io import FormatError, detect
+
+        try:
+            fmt = detect(path)
+        except (FormatError, OSError):
+            return None
+        return self.for_format(fmt.name, fmt.panel)
+
     def factory_modules(self) -> list[str]:
         """The modules of every loaded panel's widget factory (to import ahead of use)."""
         return [entry.manifest.factory.partition(":")[0] for entry in self.entries().values()

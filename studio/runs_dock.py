@@ -614,7 +614,25 @@ class RunsDock(QWidget):
         for act in (self.cancel_action, self.rerun_action, self.edit_rerun_action,
                     self.delete_action, self.export_plot_action, self.folder_action):
             menu.addAction(act)
+        self.add_open_actions(menu)
         menu.popup(self.table.viewport().mapToGlobal(position))
+
+    def add_open_actions(self, menu: QMenu) -> None:
+        """"Open <output> in <panel>" for each output of the selected run that a panel
+        opens (a NIfTI in the fMRI viewer, samples in the molecule inspector, …)."""
+        record = self.current_record()
+        if record is None:
+            return
+        entries = []
+        for name, path in self.shell.run_outputs(self._run_dir(record), record.outputs):
+            entry = self.shell.panel_for_file(path)
+            if entry is not None:
+                entries.append((f"Open {name} in {entry.title}", path))
+        if entries:
+            menu.addSeparator()
+        for text, path in entries:
+            action = menu.addAction(text, lambda p=path: self.shell.open_paths([str(p)]))
+            action.setToolTip(str(path))
 
 
 class RerunDialog(QDialog):

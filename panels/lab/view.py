@@ -43,6 +43,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from panels.lab import MANIFEST
 from panels.lab.model import REPRODUCE, RUN, Job, LabModel
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
 from panels.widgets.claim_view import ClaimView, format_seconds
@@ -581,6 +582,9 @@ class LabPanel(OpensDroppedFiles, QWidget):
                 return ClaimView(json.loads(path.read_text(encoding="utf-8")))
             except (OSError, ValueError) as exc:
                 return _message(f"{path}: not a readable claim ({exc})")
+        elsewhere = self._panel_elsewhere(path)
+        if elsewhere is not None:
+            return self._open_elsewhere(path, elsewhere)
         try:
             view = view_for_artifact(kind, path, name)
         except Exception as exc:  # a damaged or missing file must not break the panel
@@ -590,6 +594,28 @@ class LabPanel(OpensDroppedFiles, QWidget):
             view.provenance = (self._provenance(job, name) if job is not None
                                else {"run_id": job_id, "artifact": name})
         return view
+
+    def _panel_elsewhere(self, path: Path) -> str | None:
+        """The title of another panel that opens this artifact (a NIfTI, a DEF, samples),
+        or ``None`` when the lab shows it (or the host cannot tell)."""
+        panel_for = getattr(self.host, "panel_for", None)
+        if not callable(panel_for) or not path.exists():
+            return None
+        title = panel_for(path)
+        return title if title and title != MANIFEST.title else None
+
+    def _open_elsewhere(self, path: Path, title: str) -> QWidget:
+        """What the lab shows for an artifact another panel opens: where, and a button."""
+        box = QWidget()
+        layout = QVBoxLayout(box)
+        layout.addStretch(1)
+        layout.addWidget(_message(f"{path.name} opens in the {title}.\n{path}"))
+        button = QPushButton(f"Open in {title}")
+        button.setProperty("primary", "true")
+        button.clicked.connect(lambda: self.host.open_in_panel(path))
+        layout.addWidget(button, 0, Qt.AlignmentFlag.AlignHCenter)
+        layout.addStretch(1)
+        return box
 
     def _drop_artifact_row(self, row: int) -> None:
         item = self.artifact_list.takeItem(row)

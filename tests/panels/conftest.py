@@ -69,6 +69,7 @@ class FakeHost:
         self.requests: list[tuple[str, dict]] = []
         self.errors: list[tuple[str, str]] = []
         self.forgotten: list[str] = []  # documents the panel left (forget_edits)
+        self.opened_elsewhere: list[str] = []  # files sent to another panel (open_in_panel)
         self.early_events = False   # emit "queued" before answering job_accepted
 
     def methods(self) -> list[dict]:
@@ -135,6 +136,15 @@ class FakeHost:
 
     def forget_edits(self, document: str) -> None:
         self.forgotten.append(document)
+
+    def panel_for(self, path) -> str | None:
+        from studio.panel_registry import PanelRegistry
+
+        entry = PanelRegistry().for_file(path)
+        return entry.title if entry is not None else None
+
+    def open_in_panel(self, path) -> None:
+        self.opened_elsewhere.append(str(path))
 
     def show_error(self, title: str, message: str) -> None:
         self.errors.append((title, message))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QPushButton
 
 from panels.lab import MANIFEST
 from panels.lab.view import TAB_ARTIFACTS, TAB_CLAIM, LabPanel
@@ -243,3 +244,20 @@ def test_engine_restart_keeps_the_choice_and_the_values(lab, fake_host):
     train["params_schema"] = {"properties": {"steps": {"type": "integer", "default": 1}}}
     fake_host.emit("", "methods", methods=changed)
     assert lab.form is not form and lab.form.values() == {"steps": 42}
+
+
+def test_an_artifact_another_panel_opens_offers_that_panel(lab, fake_host):
+    """"the lab has no viewer for nifti files": a generated NIfTI now says where it opens."""
+    import nibabel as nib
+
+    job = submit(lab, fake_host, steps=5)
+    path = Path(fake_host.run_dir(job)) / "artifacts" / "generated.nii.gz"
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4, 3), np.float32), np.eye(4)), path)
+    fake_host.emit(job, "job_artifact", name="generated", kind="file",
+                   path="artifacts/generated.nii.gz", meta={})
+    lab.artifact_list.setCurrentRow(lab.artifact_list.count() - 1)
+    shown = lab.artifact_stack.currentWidget()
+    button = next(b for b in shown.findChildren(QPushButton) if b.text().startswith("Open in"))
+    assert button.text() == "Open in fMRI 4D viewer"
+    button.click()
+    assert fake_host.opened_elsewhere == [str(path)]

@@ -171,3 +171,31 @@ def test_files_opened_from_a_panels_own_button_enter_recent_files(main_window, t
     assert panel.open_file(smiles) is not False  # what its "Open molecules…" button calls
     assert main_window.settings.recent_files()[0] == str(smiles.resolve())
     assert main_window.recent_menu.actions()[0].toolTip() == str(smiles.resolve())
+
+
+def test_the_runs_dock_opens_each_output_in_the_panel_that_opens_it(main_window, tmp_path,
+                                                                    qtbot) -> None:
+    import nibabel as nib
+    import numpy as np
+    from PySide6.QtWidgets import QMenu
+
+    run_dir = tmp_path / "runs" / "20260101-000000-abcdef"
+    (run_dir / "artifacts").mkdir(parents=True)
+    nib.save(nib.Nifti1Image(np.zeros((4, 4, 4, 3), np.float32), np.eye(4)),
+             run_dir / "artifacts" / "generated.nii.gz")
+    (run_dir / "artifacts" / "samples.smi").write_text("CCO\nCCN\n")
+    record = main_window.bridge.jobs.register("20260101-000000-abcdef", "brainworld.generate",
+                                              {}, run_dir=str(run_dir))
+    record.outputs = {"generated": "artifacts/generated.nii.gz",
+                      "samples": "artifacts/samples.smi", "summary": {"frames": 3},
+                      "missing": "artifacts/gone.npy"}
+    main_window.runs_dock.select(record.id)
+    menu = QMenu()
+    main_window.runs_dock.add_open_actions(menu)
+    texts = [action.text() for action in menu.actions() if action.text()]
+    assert texts == ["Open generated in fMRI 4D viewer",
+                     "Open samples in Molecules"]
+    next(a for a in menu.actions() if a.text().startswith("Open samples")).trigger()
+    qtbot.waitUntil(lambda: "molecules" in main_window.panel_widgets, timeout=10_000)
+    panel = main_window.panel_widgets["molecules"]
+    qtbot.waitUntil(lambda: len(panel.model.entries) == 2, timeout=10_000)
