@@ -445,8 +445,9 @@ def test_opening_another_design_takes_the_first_ones_steps_off_the_history(
         panel, host, small_def) -> None:
     """One Undo after opening another design reverts that design's edit (no dead press for
     the design left); the design left replays its autosaved edit when it opens again."""
+    # another design, so other content: saved edits follow a file's content, not its name
     other = small_def.with_name("other.def")
-    other.write_text(small_def.read_text())
+    other.write_text(small_def.read_text().replace("DESIGN small", "DESIGN other"))
 
     def add_wire(y: int) -> None:
         panel.select_net("a", focus=False)
