@@ -52,6 +52,7 @@ from PySide6.QtWidgets import (
 
 from engine.atomic import write_bytes_atomic
 from engine.io import FormatError, detect
+from engine.io.crowd import Tracks, read_tracks
 from panels.crowd.metrics import FrameMetrics, clip_metrics
 from panels.crowd.model import (
     MAP_SIZE_PX,
@@ -326,7 +327,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
                 self.scene_editor.open_scene(path)
                 self.side_tabs.setCurrentWidget(self.scene_editor)
             elif kind in TRACK_FORMATS:
-                self.model.load_tracks(path)
+                self.take_tracks(read_tracks(path))
                 restored = self.restore_edits()
                 if restored:
                     self.status.setText(f"{path.name}: {restored} saved edit(s) restored")
@@ -645,10 +646,30 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             return
         self.move_waypoint(*chosen, self.model.map_to_world(x, y))
 
-    def move_waypoint(self, ped: int, frame_id: int, xy: tuple[float, float]) -> None:
-        command = MoveWaypoint(ped, frame_id, (float(xy[0]), float(xy[1])),
-                               self.model.waypoint(ped, frame_id))
+    def move_waypoint(self, ped: int, frame_id: int, xy: tuple[float, float]) -> bool:
+        """Move a person's sample (one undoable edit); a person or sample that the open
+        tracks do not have is refused with the reason, and nothing changes."""
+        try:
+            previous = self.model.waypoint(ped, frame_id)
+        except ValueError as exc:
+            self.status.setText(f"refused: {exc}")
+            self.host.show_error("Cannot move the person", str(exc))
+            self.redraw()
+            return False
+        command = MoveWaypoint(ped, frame_id, (float(xy[0]), float(xy[1])), previous)
         self.host.push_edit(self.model.document, command, self.model)
+        return True
+
+    def take_tracks(self, tracks: Tracks) -> None:
+        """Show ``tracks`` in place of the open ones. The edits of those (moved people, the
+        prompt) leave the window's history, whose undo would otherwise move people of these
+        tracks or fail on them; they stay autosaved, replayed when that file opens again."""
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        if callable(forget):
+            forget(self.model.document)
+        self._dragging = None
+        self.model.set_prompt("")  # the prompt is an edit of the tracks' document
+        self.model.set_tracks(tracks)
 
     def restore_edits(self) -> int:
         """Replay the autosaved edits of the open tracks (after a crash)."""
@@ -675,7 +696,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
 
     def show_simulation(self, tracks) -> None:
         """An edited scene's simulated tracks become the panel's tracks (map, clock)."""
-        self.model.set_tracks(tracks)
+        self.take_tracks(tracks)
 
     def render_scene(self, scene_path: Path) -> None:
         """``c2r.simulate`` on the edited scene: its coarse clip and tracks open here."""

@@ -55,6 +55,14 @@ class ExpectedHistory:
             self.state = self.steps[self.index].after
             self.index += 1
 
+    def pressed(self, name: str) -> bool:
+        """Follow the press of "undo" or "redo"; False for an operation of another name."""
+        if name == "undo":
+            self.undone()
+        elif name == "redo":
+            self.redone()
+        return name in ("undo", "redo")
+
     def reopened(self, document: str, steps: list[Step] | None = None) -> None:
         """The panel left its documents and opened ``document`` again: the applied steps of
         that document come back (replayed from the autosave), none of the others; or

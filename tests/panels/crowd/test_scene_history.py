@@ -155,10 +155,8 @@ def test_random_scene_edit_histories_keep_file_history_and_selection_true(qapp, 
                 before = editor.model.data
                 perform(editor, operation, folder)
                 assert not escaped, (operation, escaped)
-                if operation[0] == "undo":
-                    expected.undone()
-                elif operation[0] == "redo":
-                    expected.redone()
+                if expected.pressed(operation[0]):
+                    pass
                 elif operation[0] == "reopen":
                     assert editor.model.data == before  # the file holds every edit
                     expected.reopened(editor.model.document, restored_steps(editor, host))
