@@ -524,19 +524,47 @@ class MainWindow(QMainWindow):
 
     # -- export --------------------------------------------------------------------------------
     def current_plot(self):
-        """The plot Export writes: the current panel's, else the runs dock's."""
+        """The plot Ctrl+E writes: the tab in front's (a panel's ``current_plot()``); on the
+        Welcome tab, the runs dock's. ``None`` when there is none."""
         widget = self.tabs.currentWidget()
+        if widget is self.welcome:
+            return self.runs_dock.plot
         finder = getattr(widget, "current_plot", None)
-        plot = finder() if callable(finder) else None
-        return plot if plot is not None else self.runs_dock.plot
+        return finder() if callable(finder) else None
 
     def export_current_plot(self) -> None:
+        """Ctrl+E: the figure of the tab in front; a panel's own figure export (the fMRI
+        slices, say) when it has no plot; otherwise the user is told why nothing is written."""
+        widget = self.tabs.currentWidget()
+        title = self.tabs.tabText(self.tabs.currentIndex())
         plot = self.current_plot()
+        if plot is None and callable(getattr(widget, "export_figure", None)):
+            self.export_panel_figure(widget, title)
+            return
         if plot is None:
-            self.show_error("Nothing to export", "Show a plot first: run a method, or select "
-                                                 "a run in the runs dock.")
+            self.show_error("Nothing to export", "Select a run in the runs dock to export its "
+                            "plot." if widget is self.welcome
+                            else f"The {title} tab has no figure to export.")
+            return
+        if not plot_has_data(plot):
+            self.show_error("Nothing to export", "The plot is empty: run a method, or select "
+                                                 "a run in the runs dock, first.")
             return
         self.export_plot(plot)
+
+    def export_panel_figure(self, panel, title: str) -> None:
+        """Ask where, then write the panel's figure (``panel.export_figure(path)``)."""
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the {title} figure", "figure.png",
+                                              ";;".join(EXPORT_FILTERS.values()))
+        if not path:
+            return
+        try:
+            written = panel.export_figure(path)
+        except Exception as exc:  # a panel's export must not take the window down
+            log.exception("export of the %s figure failed", title)
+            self.show_error("Export failed", f"{path}: {exc}")
+            return
+        self.status(f"Exported {written or path}")
 
     def export_plot(self, view, provenance: dict | None = None) -> None:
         """Ask where, then export ``view`` (a PlotSpecView) as PNG, SVG or PDF."""
@@ -812,6 +840,13 @@ def _studio_version() -> str:
     from engine import __version__
 
     return __version__
+
+
+def plot_has_data(plot) -> bool:
+    """Whether a plot view shows anything (curves with points, bars or a heatmap)."""
+    spec = plot.spec()
+    return spec.get("kind", "plot") != "plot" or any(
+        any(y is not None for y in series.get("y") or []) for series in spec.get("series", []))
 
 
 class TextBoxUndo(QObject):

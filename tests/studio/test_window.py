@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from studio.catalogue import load_catalogue
@@ -199,3 +199,46 @@ def test_the_runs_dock_opens_each_output_in_the_panel_that_opens_it(main_window,
     qtbot.waitUntil(lambda: "molecules" in main_window.panel_widgets, timeout=10_000)
     panel = main_window.panel_widgets["molecules"]
     qtbot.waitUntil(lambda: len(panel.model.entries) == 2, timeout=10_000)
+
+
+def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_window, tmp_path,
+                                                                         monkeypatch) -> None:
+    """Ctrl+E on the fMRI tab wrote the runs dock's empty 0-1 plot without a word."""
+    from PySide6.QtWidgets import QFileDialog, QWidget
+
+    class Figured(QWidget):
+        def __init__(self) -> None:
+            super().__init__()
+            self.written: list[str] = []
+
+        def export_figure(self, path):
+            self.written.append(path)
+            return path
+
+    export = next(a for a in main_window.findChildren(QAction) if a.text() == "&Export plot…")
+    assert export.shortcut().toString() == "Ctrl+E"
+    export.trigger()  # Welcome, no run selected
+    assert main_window.errors[-1] == ("Nothing to export", "Select a run in the runs dock to "
+                                                           "export its plot.")
+    bare = QWidget()
+    main_window.tabs.addTab(bare, "Bare")
+    main_window.tabs.setCurrentWidget(bare)
+    export.trigger()
+    assert main_window.errors[-1] == ("Nothing to export", "The Bare tab has no figure to "
+                                                           "export.")
+    from panels.widgets.plot_view import PlotSpecView
+
+    empty = PlotSpecView()
+    plotted = QWidget()
+    plotted.current_plot = lambda: empty
+    main_window.tabs.addTab(plotted, "Plotted")
+    main_window.tabs.setCurrentWidget(plotted)
+    export.trigger()
+    assert main_window.errors[-1][1].startswith("The plot is empty")
+    figured = Figured()
+    main_window.tabs.addTab(figured, "Slices")
+    main_window.tabs.setCurrentWidget(figured)
+    target = str(tmp_path / "slices.png")
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *args, **kw: (target, ""))
+    export.trigger()
+    assert figured.written == [target] and len(main_window.errors) == 3
