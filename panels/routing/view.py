@@ -587,6 +587,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 return False
         if self.dragging is None:
             return False
+        if self.model.selected is None or (self.dragging == "move" and self.element is None):
+            self._end_drag()  # an undo or a reopen took away what the drag was editing
+            self.status.setText("The drag's wire or net is gone (undone or reopened): "
+                                "nothing was changed.")
+            return True
         if self.dragging == "draw":
             layer = self.layer_box.currentText()
             a, b = self._on_tracks(layer, start), self._on_tracks(layer, end)

@@ -140,6 +140,26 @@ def test_move_picked_after_undo_moves_the_wire_that_is_there(small, history_host
     assert_pick_is_live(small)
 
 
+def test_an_undo_in_the_middle_of_a_drag_ends_it_changing_nothing(small, history_host) -> None:
+    """Ctrl+Z pressed while a drag moves a wire that the undo takes away: the drag ends there,
+    pushes nothing and reports no error."""
+    small.select_net("a", focus=False)
+    assert small.add_segment("metal3", (2000, 5000), (6000, 5000))
+    start, end = (4.0, 5.0), (4.0, 5.3)
+    assert small._on_canvas_drag("start", start, start, None)
+    assert small.element[1][:5] == ["metal3", 2000, 5000, 6000, 5000]
+    small._on_canvas_drag("move", start, end, None)
+    history_host.undo()
+    after_undo = wiring(small.model)
+    small._on_canvas_drag("move", start, end, None)
+    small._on_canvas_drag("finish", start, end, None)
+    assert wiring(small.model) == after_undo and history_host.errors == []
+    assert history_host.history.stack.index() == 0 and "nothing was changed" in \
+        small.status.text()
+    assert small.canvas.drawn_points(small.canvas.preview) == 0
+    assert_pick_is_live(small)
+
+
 def test_no_button_key_or_click_raises_without_a_design(history_host, make_widget,
                                                         qtbot) -> None:
     """Every editing control pressed before a DEF is open says what to do instead."""
