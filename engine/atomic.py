@@ -5,18 +5,26 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+_UMASK_LOCK = threading.Lock()
+
 
 def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
-    """Write through ``write(fileobj)`` into a temp file beside ``path``, fsync, then rename."""
+    """Write through ``write(fileobj)`` into a temp file beside ``path``, fsync, then rename.
+
+    The file gets the mode a plain ``open`` would give it (0644 under umask 022), or keeps the
+    mode of the file it replaces; ``mkstemp`` alone would leave every export 0600."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -26,6 +34,28 @@ def write_atomic(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process' umask: read where the system shows it (Linux), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
