@@ -29,7 +29,8 @@ from typing import Any
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from studio.documents import content_hash, document_file, identity
+from engine.content import content_hash
+from studio.documents import document_file, identity
 
 log = logging.getLogger("studio.undo")
 

@@ -9,8 +9,6 @@ import pytest
 
 from engine.workspace import Workspace
 from panels.molecules.model import MoleculeSetModel, decode
-from studio import documents
-from studio.documents import content_hash
 from studio.undo import DISCARD, KEEP_ASIDE, REPLAY, EditHistory, SavedEditsConflict
 
 DRUGS = "CCO ethanol\nc1ccccc1 benzene\nCC(=O)O acetic\n"
@@ -179,35 +177,3 @@ def test_a_document_that_rewrites_its_file_finds_its_edits_after_a_crash(
     crashed.stack.undo()
     crashed.stack.undo()
     assert again.data == SceneModel().data
-
-
-def test_unchanged_files_are_hashed_once_and_large_ones_by_samples(
-        tmp_path, workspace, monkeypatch) -> None:
-    path = tmp_path / "big.bin"
-    path.write_bytes(bytes(range(256)) * 4096)  # 1 MiB
-    calls: list[Path] = []
-    real = documents._file_hash
-    monkeypatch.setattr(documents, "_file_hash",
-                        lambda p, size: calls.append(p) or real(p, size))
-    first = content_hash(path, workspace)
-    assert content_hash(path, Workspace(workspace.root)) == first and len(calls) == 1
-
-    monkeypatch.setattr(documents, "SAMPLED_OVER", 1 << 16)  # "large" from 64 KiB up
-    sampled = documents._file_hash(path, path.stat().st_size)
-    assert sampled.startswith("s") and sampled != first
-    with open(path, "r+b") as stream:  # a byte in the last sampled block changes the hash
-        stream.seek(path.stat().st_size - 1)
-        stream.write(b"\x00")
-    assert documents._file_hash(path, path.stat().st_size) != sampled
-
-
-def test_a_folder_document_is_its_files(tmp_path) -> None:
-    folder = tmp_path / "run"
-    folder.mkdir()
-    (folder / "cfg.json").write_text("{}")
-    (folder / ".swap").write_text("editor noise")
-    before = content_hash(folder)
-    (folder / ".swap").write_text("other noise")
-    assert content_hash(folder) == before
-    (folder / "cfg.json").write_text('{"d_sae": 8}')
-    assert content_hash(folder) != before
