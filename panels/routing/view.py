@@ -74,7 +74,7 @@ PICK_FIRST = "Pick a wire or via of the selected net first (click it)."
 log = logging.getLogger("studio.panels.routing")
 
 
-def command(title: str) -> Callable:
+def user_command(title: str) -> Callable:
     """A user command's boundary: whatever it raises is logged (studio.log) and shown, never
     passed to the Qt event loop, which would only print it and leave the panel half-done."""
 
@@ -278,7 +278,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- opening and saving ----------------------------------------------------------------
 
-    @command("Cannot open the file")
+    @user_command("Cannot open the file")
     def open_file(self, path: str | os.PathLike) -> bool:
         """A DEF (its folder's only LEF is opened with it when none is open yet), a LEF
         (an open DEF is re-read against it) or route guides of the open DEF. Problems are
@@ -322,11 +322,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.open_design(found[1], found[0])
         self.tabs.setCurrentIndex(TAB_ROUTE)
 
-    @command("Cannot save the DEF")
+    @user_command("Cannot save the DEF")
     def save_def(self, path: str | os.PathLike) -> bool:
         return self._save("the DEF", self.model.save, path)
 
-    @command("Cannot open the route guides")
+    @user_command("Cannot open the route guides")
     def load_guides(self, path: str | os.PathLike) -> bool:
         try:
             self.model.load_guides(path)
@@ -336,7 +336,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
-    @command("Cannot save the route guides")
+    @user_command("Cannot save the route guides")
     def save_guides(self, path: str | os.PathLike) -> bool:
         return self._save("the route guides", self.model.save_guides, path)
 
@@ -350,7 +350,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.status.setText(f"Saved {what} to {written}")
         return True
 
-    @command("Cannot compare with the DEF")
+    @user_command("Cannot compare with the DEF")
     def load_prediction(self, path: str | os.PathLike) -> bool:
         try:
             self.model.load_prediction(path)
@@ -422,15 +422,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- layers and overlays --------------------------------------------------------------
 
-    @command("Cannot show the layer")
+    @user_command("Cannot show the layer")
     def set_layer_visible(self, name: str, visible: bool) -> None:
         self.model.set_layer(name, visible=visible)
 
-    @command("Cannot colour the layer")
+    @user_command("Cannot colour the layer")
     def set_layer_colour(self, name: str, colour: str) -> None:
         self.model.set_layer(name, colour=colour)
 
-    @command("Cannot draw the overlay")
+    @user_command("Cannot draw the overlay")
     def set_overlay(self, name: str, on: bool) -> None:
         box = self.overlay_boxes[name]
         if box.isChecked() != bool(on):
@@ -498,7 +498,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if item is not None:
             self.select_net(item.text())
 
-    @command("Cannot select the net")
+    @user_command("Cannot select the net")
     def select_net(self, name: str | None, focus: bool = True) -> None:
         if name is None:
             self.model.select(None)
@@ -572,7 +572,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         pixel = self.canvas.box.viewPixelSize()
         return CLICK_PIXELS * max(pixel[0], pixel[1])
 
-    @command("Cannot edit the net")
+    @user_command("Cannot edit the net")
     def _on_canvas_drag(self, phase: str, start: tuple[float, float],
                         end: tuple[float, float], modifiers) -> bool:
         """A left drag on the canvas (points in µm). Started on a wire or via of the selected
@@ -661,7 +661,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging = None
         self.canvas.draw_preview(None)
 
-    @command("Cannot pick")
+    @user_command("Cannot pick")
     def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
         """What a left click at (x, y) µm does in the current mode."""
         mode = self.mode_box.currentText()
@@ -722,7 +722,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if self.model.last_check is not None:
             self._show_checks(self.model.last_check)
 
-    @command("Cannot move")
+    @user_command("Cannot move")
     def move_by_boxes(self) -> bool:
         """"Move picked": by the dx and dy boxes, on the manufacturing grid."""
         if self.model.design is None:
@@ -731,7 +731,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         return self.move_element(self.model.snap(self.dx_box.value()),
                                  self.model.snap(self.dy_box.value()))
 
-    @command("Cannot move")
+    @user_command("Cannot move")
     def move_element(self, dx: int, dy: int) -> bool:
         """Move the picked segment or via by (dx, dy) dbu; the pick moves with it."""
         picked = self._picked()
@@ -739,7 +739,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return self.push(self.model.move_command(*picked, dx, dy))
 
-    @command("Cannot delete")
+    @user_command("Cannot delete")
     def delete_element(self) -> bool:
         picked = self._picked()
         return picked is not None and self.push(self.model.delete_command(*picked))
@@ -750,13 +750,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
-    @command("Cannot add the wire")
+    @user_command("Cannot add the wire")
     def add_segment(self, layer: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
         if start == end or not self._can_add():
             return False
         return self.push(self.model.add_segment_command(layer, start, end))
 
-    @command("Cannot add the via")
+    @user_command("Cannot add the via")
     def add_via(self, via: str, at: tuple[int, int]) -> bool:
         if not via or not self._can_add():
             return False
@@ -887,7 +887,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 + ". Overlay 'guides' shows the selected net's; 'guides of all nets' every "
                   "net's.")
 
-    @command("Cannot route")
+    @user_command("Cannot route")
     def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
         """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
         an edited design is written to the workspace first)."""
@@ -1027,7 +1027,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._ask("Export the canvas", "Images (*.png *.svg)", self._export, save=True,
                   suffix="png")
 
-    @command("Export failed")
+    @user_command("Export failed")
     def _export(self, path: str) -> None:
         self.status.setText(f"Exported {self.export_image(path)}")
 
@@ -1043,7 +1043,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if not self._edit_key(event.key()):
             super().keyPressEvent(event)
 
-    @command("Cannot edit the net")
+    @user_command("Cannot edit the net")
     def _edit_key(self, key: int) -> bool:
         """Whether the key was an edit of the pick (done or refused)."""
         if self.element is None:
