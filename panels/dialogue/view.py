@@ -37,7 +37,9 @@ from PySide6.QtWidgets import (
 
 from engine.io.transcripts import Turn
 from panels.dialogue.model import DialogueModel, decode, turn_belief
+from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
 from panels.widgets.schema import errors_from_message
@@ -63,6 +65,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self._filling = False
         self._hit_index = -1
         self._schemas: dict[str, dict] = {}
+        self._document: str | None = None  # the file whose edits are on the undo history
         self._build()
         self.model.events.connect("loaded", self._show_transcripts)
         self.model.events.connect("selected", lambda index: self._show_turns())
@@ -128,10 +131,14 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.status = QLabel("Open a transcript file (JSONL chats, HH-RLHF pairs, per-turn CSV) "
                              "or run a simulation.")
         self.status.setWordWrap(True)
+        self.outputs = RunOutputs(self, self.open_file, self._open_name, self.status.setText)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.outputs.button)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
-        layout.addWidget(self.status)
+        layout.addLayout(status_row)
 
     def _build_run_tab(self) -> QWidget:
         tab = QWidget()
@@ -162,12 +169,19 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     # -- transcripts ---------------------------------------------------------------------
 
+    @command("Cannot open the transcripts")
     def open_file(self, path: str | os.PathLike) -> bool:
+        """Open a transcript file in place of the one shown (which the undo history leaves;
+        its autosaved edits stay), replaying the new one's saved edits; the search starts
+        over on it."""
         try:
             loaded = self.model.load(path)
         except Exception as exc:  # FormatError and OSError name the file
             self.host.show_error("Cannot open the transcripts", str(exc))
             return False
+        self._leave_document()
+        self._document = self.model.document
+        self._reset_search()
         restore = getattr(self.host, "restore_edits", None)
         restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
         skipped = f"; {len(loaded.problems)} malformed line(s) skipped (first: line " \
@@ -177,6 +191,17 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
                             + (f"; {restored} saved edit(s) restored" if restored else ""))
         self._show_turns()
         return True
+
+    def _leave_document(self) -> None:
+        """The file shown before (or this one, read again: its saved edits are replayed next)
+        leaves the undo history; its autosaved edits stay for when it is opened again."""
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        if self._document is not None and callable(forget):
+            forget(self._document)
+
+    def _open_name(self) -> str | None:
+        """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
+        return Path(self.model.file.path).name if self.model.file is not None else None
 
     def choose_file(self) -> None:
         dialog = QFileDialog(self, "Open transcripts")
@@ -193,6 +218,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.transcript_list.setCurrentRow(self.model.current)
         self.transcript_list.blockSignals(False)
 
+    @command("Cannot show the transcript")
     def _on_transcript_row(self, row: int) -> None:
         if 0 <= row < len(self.model.transcripts) and row != self.model.current:
             self.model.select(row)
@@ -232,6 +258,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
                                    "ylabel": "belief / score", "series": curves,
                                    "hlines": []})
 
+    @command("Cannot mark the turn")
     def _mark_turn(self, row: int) -> None:
         """The selected turn, marked on the belief plot (transcript and plot aligned)."""
         transcript = self.model.transcript
@@ -241,17 +268,26 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.belief_plot.set_series(SELECTED_SERIES, [row], [0.0 if belief is None else belief],
                                     style="scatter")
 
+    @command("Cannot edit the turn")
     def _on_item_changed(self, item: QTableWidgetItem) -> None:
         if self._filling or item.column() not in EDIT_COLUMNS:
             return
-        command = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
-        if command.value == command.previous:
-            return
-        self.host.push_edit(self.model.document, command, self.model)
+        try:
+            command = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
+            if command.value != command.previous:
+                self.host.push_edit(self.model.document, command, self.model)
+        finally:  # refused or not, the cells show what the turn holds
+            self._show_turn_cells(item.row())
 
     def _on_turn_changed(self, transcript: str, turn: int) -> None:
         current = self.model.transcript
-        if current is None or current.id != transcript:
+        if current is not None and current.id == transcript:
+            self._show_turn_cells(turn)
+
+    def _show_turn_cells(self, turn: int) -> None:
+        """Refill a turn's editable cells (text, label, note) from the current transcript."""
+        current = self.model.transcript
+        if current is None or not 0 <= turn < len(current.turns):
             return
         changed = current.turns[turn]
         self._filling = True
@@ -267,6 +303,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     # -- search --------------------------------------------------------------------------
 
+    @command("Cannot search")
     def search(self, query: str) -> None:
         hits = self.model.search(query)
         self.hits_label.setText(f"{len(hits)} hit(s)" if query.strip() else "")
@@ -274,6 +311,15 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         if hits:
             self.next_hit()
 
+    def _reset_search(self) -> None:
+        """A new file: no query, no hits counted in the old one."""
+        self.search_edit.blockSignals(True)
+        self.search_edit.clear()
+        self.search_edit.blockSignals(False)
+        self.hits_label.setText("")
+        self._hit_index = -1
+
+    @command("Cannot go to the next hit")
     def next_hit(self) -> None:
         if not self.model.hits:
             return
@@ -308,6 +354,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     def select_method(self, method: str) -> None:
         self.method_box.setCurrentText(method)
 
+    @command("Cannot run")
     def run(self) -> None:
         method = self.method_box.currentText()
         params = self.form.submittable() if self.form is not None and method else None
@@ -316,6 +363,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.run_status.setText(f"Submitting {method}…")
         self.jobs.submit(method, params, on_error=self._rejected)
 
+    @command("Cannot continue the dialogue")
     def rerun_from_turn(self, turn: int | None = None) -> None:
         """Submit ``scicl.llm_dialogue`` continuing the current transcript after ``turn``
         (default: the selected one), with the form's values when that method is chosen."""
@@ -352,11 +400,14 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         if envelope.get("type") == "methods":
             self.refresh_methods()
 
+    @command("Cannot show the run's transcript")
     def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        """A run's transcript opens when nothing is open, else after asking (``outputs``)."""
         made = outputs.get("transcript") or outputs.get("turns_csv")
         if made:
-            self.open_file(Path(self.host.run_dir(job)) / made)
+            self.outputs.offer(Path(self.host.run_dir(job)) / made, f"{method} ({job})")
 
+    @command("Cannot show the run's figure")
     def _on_artifact(self, job: str, method: str, artifact: dict) -> None:
         if artifact.get("kind") != "plot":
             return
@@ -367,6 +418,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             self.figure_list.setCurrentRow(0)
             self.tabs.setCurrentIndex(TAB_FIGURES)
 
+    @command("Cannot show the figure")
     def _show_figure(self, label: str) -> None:
         if label not in self.figures:
             return
@@ -385,6 +437,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     def current_plot(self) -> PlotSpecView:
         return self.figure_plot if self.tabs.currentIndex() == TAB_FIGURES else self.belief_plot
 
+    @command("Export failed")
     def export_figure(self, path: str | os.PathLike) -> None:
         """PNG/SVG here; PDF rendered by the engine (``figure.export``)."""
         plot, target = self.current_plot(), Path(path)
@@ -415,6 +468,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             return
         self.status.setText(f"Exported {target}")
 
+    @command("Cannot export the figure")
     def choose_figure_path(self) -> None:
         shell_dialog = getattr(self.host, "export_plot", None)
         if callable(shell_dialog):

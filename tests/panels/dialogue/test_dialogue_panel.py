@@ -233,3 +233,74 @@ def test_labelling_a_turn_keeps_its_text_through_undo_and_redo(panel, host, tran
     host.history.stack.undo()
     assert panel.turns_table.item(1, 2).text() == text
     assert panel.model.transcript.turns[1].content == text
+
+
+def finish_simulation(panel: DialoguePanel, host: UndoHost) -> tuple[str, Path]:
+    """Run scicl.simulate from the form and finish it with a one-turn CSV of its own."""
+    panel.select_method("scicl.simulate")
+    panel.run()
+    job = list(panel.jobs)[-1]
+    made = Path(host.run_dir(job)) / "artifacts" / "turns.csv"
+    made.write_text("transcript,turn,role,content,belief_user,belief_assistant\n"
+                    "sim,0,user,simulated turn,0.4,0.6\n")
+    host.emit(job, "job_result", outputs={"turns_csv": "artifacts/turns.csv"})
+    return job, made
+
+
+def test_a_run_never_replaces_open_transcripts_unasked(panel, host, transcripts):
+    """Issue 20, finding 6: scicl.simulate replaced the opened transcripts, and the search box
+    went on counting hits in the old ones."""
+    asked = []
+    panel.outputs.ask = lambda output, current, answer: asked.append((output, current, answer))
+    panel.open_file(transcripts)
+    panel.turns_table.item(1, COL_LABEL).setText("sycophantic")
+    panel.search_edit.setText("risks")
+    assert panel.hits_label.text() == "2 hit(s)"
+    job, made = finish_simulation(panel, host)
+    ((output, current, answer),) = asked
+    assert current == "pairs.jsonl.gz" and output.path == made and job in output.label
+    answer(False)  # "Keep pairs.jsonl.gz"
+    assert panel.model.file.path == str(transcripts) and host.history.stack.count() == 1
+    assert str(made) in panel.status.text() and panel.outputs.button.isVisibleTo(panel)
+    assert panel.hits_label.text() == "2 hit(s)"
+    assert panel.outputs.open_waiting()  # the button, later
+    assert panel.model.transcript.id == "sim" and panel.turns_table.item(0, 2).text() == \
+        "simulated turn"
+    assert host.history.stack.count() == 0  # the old file left the history
+    assert panel.search_edit.text() == "" and panel.hits_label.text() == ""
+    assert not panel.outputs.button.isVisibleTo(panel) and len(asked) == 1
+
+
+def test_the_keep_or_open_question_opens_the_output_when_chosen(panel, host, transcripts):
+    from PySide6.QtWidgets import QMessageBox
+
+    panel.open_file(transcripts)
+    _job, made = finish_simulation(panel, host)
+    (box,) = [b for b in panel.findChildren(QMessageBox) if b.isVisible()]
+    texts = [button.text() for button in box.buttons()]
+    assert texts == ["Open the run's output", "Keep pairs.jsonl.gz"]
+    assert panel.model.file.path == str(transcripts)  # nothing changes while it asks
+    box.buttons()[0].click()
+    assert panel.model.file.path == str(made) and panel.model.transcript.id == "sim"
+
+
+def test_a_run_opens_at_once_when_nothing_is_open(panel, host):
+    asked = []
+    panel.outputs.ask = lambda *args: asked.append(args)
+    _job, made = finish_simulation(panel, host)
+    assert not asked and panel.model.file.path == str(made)
+
+
+def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host, transcripts,
+                                                                    monkeypatch, caplog):
+    panel.open_file(transcripts)
+
+    def broken(*_args):
+        raise RuntimeError("index out of date")
+
+    monkeypatch.setattr(panel.model, "edit", broken)
+    panel.turns_table.item(1, COL_LABEL).setText("sycophantic")  # Qt calls the slot
+    assert host.errors[-1] == ("Cannot edit the turn", "RuntimeError: index out of date")
+    assert panel.status.text() == "Cannot edit the turn: RuntimeError: index out of date"
+    assert "Cannot edit the turn" in caplog.text and host.history.stack.count() == 0
+    assert panel.turns_table.item(1, COL_LABEL).text() == ""  # the cell shows the turn again
