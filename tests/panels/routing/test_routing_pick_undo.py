@@ -212,3 +212,37 @@ def test_an_edit_that_does_not_fit_changes_nothing(small_def) -> None:
     with pytest.raises(ValueError):
         bad.apply(model)
     assert wiring(model) == before and model.version == version and not model.edited
+
+
+def test_the_issue_sequence_in_the_window_with_ctrl_z(main_window, qtbot, small_def,
+                                                      tmp_path) -> None:
+    """As reported, in the whole window: pick a wire, drag it, Ctrl+Z, Delete picked, Ctrl+Z,
+    Save DEF: no error, and the saved DEF's wiring is the file's own."""
+    main_window.open_paths([str(small_def)])
+    qtbot.waitUntil(lambda: getattr(main_window.panel_widgets.get("routing"), "model", None)
+                    is not None and main_window.panel_widgets["routing"].model.design
+                    is not None, timeout=30_000)
+    panel = main_window.panel_widgets["routing"]
+    original = wiring(panel.model)
+    panel.canvas.box.setRange(QRectF(0, 0, 10, 10), padding=0)
+    QApplication.processEvents()
+    pick_and_drag_b_down(panel)
+    main_window.activateWindow()
+    panel.canvas.setFocus()
+
+    def ctrl_z() -> None:
+        QTest.keyClick(main_window.focusWidget() or main_window, Qt.Key.Key_Z,
+                       Qt.KeyboardModifier.ControlModifier)
+
+    ctrl_z()
+    assert panel.element[1][:5] == B_WIRE
+    assert_pick_is_live(panel)
+    QTest.mouseClick(panel.delete_button, LEFT)
+    assert_pick_is_live(panel)
+    ctrl_z()
+    assert_pick_is_live(panel)
+    assert panel.save_def(tmp_path / "saved.def")
+    again = RouteModel()
+    again.load_def(tmp_path / "saved.def")
+    assert wiring(again) == original and not main_window.errors
+    panel.shutdown()
