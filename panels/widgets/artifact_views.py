@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QSpinBox,
+    QSplitter,
     QTableView,
     QTreeWidget,
     QTreeWidgetItem,
@@ -35,6 +36,9 @@ from panels.widgets.plot_view import PlotSpecView
 
 STATS_SAMPLE = 2_000_000  # statistics of bigger arrays come from a strided sample
 JSON_TREE_MAX_CHILDREN = 1000
+
+
+FIGURE_PREVIEW = 640  # px: the longest side of a figure's picture in the lab
 
 
 def describe_array(array: np.ndarray) -> str:
@@ -230,6 +234,37 @@ class TableView(QWidget):
         self.view.resizeColumnsToContents()
 
 
+class FigureView(QSplitter):
+    """An exported figure: the picture (PNG, SVG) and where it came from (its provenance:
+    sources, view, runs, versions), so a figure found in a paper's folder explains itself."""
+
+    def __init__(self, path: str | os.PathLike, parent: QWidget | None = None) -> None:
+        from PySide6.QtGui import QPixmap
+
+        from engine import provenance
+
+        super().__init__(Qt.Orientation.Vertical, parent)
+        self.path = Path(path)
+        self.picture = QLabel()
+        self.picture.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        is_pdf = self.path.suffix.lower() == ".pdf"
+        pixmap = QPixmap() if is_pdf else QPixmap(str(self.path))
+        if pixmap.isNull() and not is_pdf:
+            raise ValueError(f"{self.path}: the picture cannot be decoded")
+        if is_pdf:
+            self.picture.setText(f"{self.path.name}: open it in a PDF viewer to see the "
+                                 "pages; where it came from is below.")
+        else:
+            self.picture.setPixmap(pixmap.scaled(
+                FIGURE_PREVIEW, FIGURE_PREVIEW, Qt.AspectRatioMode.KeepAspectRatio,
+                Qt.TransformationMode.SmoothTransformation))
+        self.provenance = provenance.read(self.path)
+        self.details = JsonView(self.provenance if self.provenance is not None else
+                                {"provenance": "none: not exported by Studio"})
+        self.addWidget(self.picture)
+        self.addWidget(self.details)
+
+
 class JsonView(QTreeWidget):
     """Any JSON value as a tree: keys (or indices) and values."""
 
@@ -342,6 +377,8 @@ def view_for_file(path: str | os.PathLike) -> QWidget:
         from engine.io.tables import read_table
 
         return TableView(read_table(path), path.name)
+    if fmt in ("png", "svg", "pdf"):
+        return FigureView(path)
     raise ValueError(f"{path}: the lab has no viewer for {fmt} files")
 
 

@@ -261,3 +261,18 @@ def test_an_artifact_another_panel_opens_offers_that_panel(lab, fake_host):
     assert button.text() == "Open in fMRI 4D viewer"
     button.click()
     assert fake_host.opened_elsewhere == [str(path)]
+
+
+def test_an_exported_figure_opens_with_where_it_came_from(lab, tmp_path):
+    from engine import provenance
+    from panels.widgets.artifact_views import FigureView
+
+    plot = PlotSpecView()
+    plot.set_spec(PLOT, provenance=provenance.record(view={"metric": "loss"}))
+    plot.export(tmp_path / "loss.png")
+    assert lab.open_file(tmp_path / "loss.png")
+    shown = lab.artifact_stack.currentWidget()
+    assert isinstance(shown, FigureView) and not shown.picture.pixmap().isNull()
+    assert shown.provenance["view"] == {"metric": "loss"}
+    (tmp_path / "other.png").write_bytes((tmp_path / "loss.png").read_bytes()[:8] + b"\0" * 40)
+    assert not lab.open_file(tmp_path / "other.png")  # a broken PNG: refused, named
