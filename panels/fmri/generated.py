@@ -165,7 +165,13 @@ class GeneratedLayers:
         self.listeners: list[Callable[[], None]] = []
 
     def add(self, layer: GeneratedLayer) -> None:
+        """Add ``layer`` in place of one of the same file. Edits name their layer, so a layer
+        named like another (same file name, other folder) is numbered: an edit of one must
+        never land on the other."""
         self.layers = [existing for existing in self.layers if existing.path != layer.path]
+        taken, base, number = {existing.name for existing in self.layers}, layer.name, 2
+        while layer.name in taken:
+            layer.name, number = f"{base} ({number})", number + 1
         self.layers.append(layer)
         self._changed()
 

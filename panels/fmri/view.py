@@ -867,8 +867,9 @@ class FmriPanel(QWidget):
         self.layers.add(layer)
         restore = getattr(self._host, "restore_edits", None)
         if callable(restore):
-            try:
-                restore(layer.document, self.layers, decode)
+            try:  # the saved edits are this file's, whatever name the layer had then
+                restore(layer.document, self.layers,
+                        lambda data: decode({**data, "layer": layer.name}))
             except (ValueError, KeyError, IndexError) as exc:  # e.g. a mask's atlas is gone
                 self._fail("Some edits of the generated run were not replayed", str(exc))
         self.layer_box.blockSignals(True)
