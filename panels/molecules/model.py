@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from engine.io import FormatError, extension_of
 from engine.io.molecules import (
     DESCRIPTOR_NAMES,
+    TABLE_EXTENSIONS,
     Molecule,
     Sequence,
     Structure,
@@ -32,6 +36,7 @@ from engine.io.molecules import (
     parse_smiles,
     read_jain_antibodies,
     read_molecules,
+    smiles_column,
     standardise,
 )
 from panels.lab.model import Events
@@ -59,6 +64,8 @@ FLAG_COLUMN = "flag"
 UNMARKED = "unmarked"
 FOREIGN_FLAG_COLUMN = "flag (file)"  # a file's own ``flag`` column that holds other values
 NUMBERING_COLUMNS = ("chain type", *CDRS, "CDR3 length")  # table columns once numbered
+PROBLEM_COLUMN = "problem"  # why a sample is not a molecule (a set opened for inspection)
+INSPECT_LIMIT_BYTES = 64 << 20  # a run's samples read for inspection: a CSV, not a database
 
 
 @dataclass
@@ -209,6 +216,7 @@ class MoleculeSetModel:
         # Called between molecules by the long loops (scaffolds, fingerprints) that run on a
         # worker: the panel makes it wait while the grid scrolls, so paints get the GIL.
         self.pause: Callable[[], Any] = lambda: None
+        self.inspecting = False  # opened by ``load_invalid``: the problem column is shown
         self.events = Events("loaded", "changed", "order", "search")
 
     # -- loading -------------------------------------------------------------------------
@@ -253,7 +261,20 @@ class MoleculeSetModel:
         self.problems = found.problems
         self._reset()
 
-    def _reset(self) -> None:
+    def load_invalid(self, path: str | os.PathLike) -> int:
+        """Every sample of a file that holds no valid molecule (a run that generated none),
+        each an entry marked invalid with why (the ``problem`` column): for inspection, and
+        an edit can mend one. Returns how many; ``FormatError`` when it lists no SMILES."""
+        samples = _raw_smiles(Path(path))
+        self.path = str(path)
+        self.entries = [Entry(smiles, name, location, props)
+                        for smiles, name, location, props in samples]
+        self.problems = []
+        self._reset(inspecting=True)
+        return len(self.entries)
+
+    def _reset(self, inspecting: bool = False) -> None:
+        self.inspecting = inspecting
         self.hits, self.sort_key, self.scaffold_filter = {}, None, None
         self.numbering, self.conformers = {}, {}
         self.order = list(range(len(self.entries)))
@@ -289,9 +310,10 @@ class MoleculeSetModel:
     def file_columns(self) -> list[str]:
         """The file's own columns (first appearance order, from the first 200 entries), less
         those ``value`` computes itself (an exported file carries the descriptors back)."""
-        computed = {*DESCRIPTOR_NAMES, *NUMBERING_COLUMNS}
-        return list(dict.fromkeys(k for entry in self.entries[:200] for k in entry.props
-                                  if k not in computed))
+        computed = {*DESCRIPTOR_NAMES, *NUMBERING_COLUMNS, PROBLEM_COLUMN}
+        own = dict.fromkeys(k for entry in self.entries[:200] for k in entry.props
+                            if k not in computed)
+        return ([PROBLEM_COLUMN] if self.inspecting else []) + list(own)
 
     def value(self, index: int, name: str) -> float | str | None:
         entry = self.entries[index]
@@ -299,6 +321,8 @@ class MoleculeSetModel:
             return entry.descriptor(name)
         if name in NUMBERING_COLUMNS:
             return self.numbering_value(index, name)
+        if name == PROBLEM_COLUMN and self.inspecting:
+            return smiles_problem(entry.smiles) if entry.kind == "molecule" else ""
         return entry.props.get(name, getattr(entry, name, None))
 
     def sort(self, name: str, descending: bool = False) -> None:
@@ -558,6 +582,73 @@ def _entry(record) -> Entry:
         return Entry("", record.name, record.location, kind="structure",
                      detail=f"{len(record.atoms)} atoms; {chains}", record=record)
     return Entry(record.smiles, record.name, record.location, dict(record.props), record=record)
+
+
+def smiles_problem(smiles: str) -> str:
+    """Why a SMILES is not a molecule ("" when it is one): its syntax, or RDKit's complaint
+    about the chemistry (a valence, an aromatic ring it cannot kekulize)."""
+    from rdkit import Chem
+
+    if not smiles.strip():
+        return "empty SMILES"
+    if parse_smiles(smiles) is not None:
+        return ""
+    if len(smiles) > 2000:
+        return "longer than 2000 characters"
+    mol = Chem.MolFromSmiles(smiles, sanitize=False)
+    if mol is None:
+        return _syntax_problem(smiles)
+    found = Chem.DetectChemistryProblems(mol)
+    return found[0].Message() if found else "RDKit cannot sanitize it"
+
+
+def _syntax_problem(smiles: str) -> str:
+    """The first syntax slip a reader can fix: an open bracket atom, branch or ring bond."""
+    if smiles.count("[") != smiles.count("]"):
+        return "SMILES syntax: an unclosed [atom]"
+    outside = re.sub(r"\[[^\]]*\]", "", smiles)  # ring digits, not charges or isotopes
+    if outside.count("(") != outside.count(")"):
+        return "SMILES syntax: unbalanced branch parentheses"
+    rings = Counter(re.findall(r"%\d\d|\d", outside))
+    unclosed = sorted(bond for bond, count in rings.items() if count % 2)
+    if unclosed:
+        return f"SMILES syntax: ring bond {', '.join(unclosed)} is never closed"
+    return "SMILES syntax error"
+
+
+def _raw_smiles(path: Path) -> list[tuple[str, str, str, dict]]:
+    """(SMILES, name, location, other columns) of every sample of a SMILES list or a table
+    with a SMILES column, valid or not (``read_molecules`` keeps only the valid ones)."""
+    try:
+        size = path.stat().st_size
+        if size > INSPECT_LIMIT_BYTES:
+            raise FormatError(path, f"{size} bytes: too big to inspect sample by sample")
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":  # a .csv.gz: at most the same budget, unpacked
+            data = zlib.decompressobj(wbits=31).decompress(data, INSPECT_LIMIT_BYTES)
+    except (OSError, zlib.error) as exc:
+        raise FormatError(path, f"cannot read it ({exc})") from None
+    text = data.decode("utf-8", "replace")
+    samples: list[tuple[str, str, str, dict]] = []
+    if extension_of(path) in TABLE_EXTENSIONS:
+        delimiter = "\t" if ".tsv" in extension_of(path) else ","
+        reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+        column = smiles_column(reader.fieldnames or [])
+        if column is None:
+            raise FormatError(path, "no SMILES column")
+        for row in reader:
+            props = {k: v for k, v in row.items() if k and k != column and v}
+            samples.append(((row.get(column) or "").strip(), "", f"line {reader.line_num}",
+                            props))
+    else:
+        for number, line in enumerate(text.splitlines(), 1):
+            fields = line.split(None, 1)
+            if fields and not fields[0].startswith("#"):
+                samples.append((fields[0], fields[1].strip() if len(fields) > 1 else "",
+                                f"line {number}", {}))
+    if not samples:
+        raise FormatError(path, "no SMILES in it")
+    return samples
 
 
 def _restore_marks(entries: list[Entry]) -> None:

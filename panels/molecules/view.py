@@ -90,8 +90,10 @@ from panels.molecules.model import (
     ANTIBODIES,
     FLAGS,
     NUMBERING_COLUMNS,
+    PROBLEM_COLUMN,
     MoleculeSetModel,
     decode,
+    smiles_problem,
 )
 from panels.molecules.numbering import (
     SCHEME_TITLES,
@@ -109,7 +111,9 @@ from panels.molecules.trajectory import (
     read_md,
     sequence_trajectory,
 )
+from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, ExportError, PlotSpecView
 from panels.widgets.schema_form import SchemaForm
@@ -281,7 +285,9 @@ class MoleculeGridModel(QAbstractListModel):
                 return self.blank
             return pixmap if pixmap is not None else self.blank
         if role == Qt.ItemDataRole.ToolTipRole:
-            return entry.smiles or entry.detail
+            invalid = entry.kind == "molecule" and not entry.valid
+            problem = f"\ninvalid: {smiles_problem(entry.smiles)}" if invalid else ""
+            return (entry.smiles or entry.detail) + problem
         return None
 
     def _key(self, entry_index: int, entry) -> tuple:
@@ -402,6 +408,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._current = -1  # entry index being edited
         self._selected_in = "grid"  # the view whose selection an export takes (the latest)
         self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
+        self._document: str | None = None  # the set whose edits are on the undo history
         self.generation = 0  # bumped per loaded set: late background results are dropped
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(1)
@@ -551,8 +558,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
+        self.outputs = RunOutputs(self, self.open_output, self._open_name, self.status.setText)
         status_row = QHBoxLayout()
         status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.outputs.button)
         status_row.addWidget(self.diversity_label)
         layout.addLayout(status_row)
 
@@ -654,6 +663,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.highlighted: list[int] = []  # atoms of the residue chosen in the strip
         return page
 
+    @command("Cannot show the tab")
     def _on_tab(self, index: int) -> None:
         if index == TAB_HISTOGRAMS:
             self.draw_histogram()
@@ -724,6 +734,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             if scene.kind == "structure":
                 self.viewer_3d.highlight_atoms(self.highlighted)
 
+    @command("Cannot pin the structure")
     def pin(self) -> bool:
         """Keep the current scene as the one others are superposed on."""
         if self.scene is None:
@@ -732,6 +743,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.rmsd_label.setText(f"pinned #{self._current + 1}: choose another entry")
         return True
 
+    @command("Export failed")
     def export_3d(self, path: str | os.PathLike) -> Path | None:
         """The 3-D view as PNG (needs OpenGL)."""
         if self.viewer_3d is None or not self.viewer_3d.grabFramebuffer().save(
@@ -740,6 +752,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             return None
         return Path(path)
 
+    @command("Cannot show the residue")
     def _on_residue(self, track: int, position: int) -> None:
         """Name the residue; for a structure, find its atoms (highlighted in the 3-D view)."""
         chosen = self.sequence_strip.tracks[track]
@@ -754,10 +767,12 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- files ---------------------------------------------------------------------------
 
-    def open_file(self, path: str | os.PathLike) -> bool:
+    @command("Cannot open the molecules")
+    def open_file(self, path: str | os.PathLike, inspect_invalid: bool = False) -> bool:
         """A molecule file; a multi-frame XYZ or a ``>t=`` FASTA also plays as a trajectory;
         an MD topology waits for its trajectory, and a trajectory joins the topology opened
-        before it."""
+        before it. ``inspect_invalid`` (a run's samples): a file without one valid molecule
+        opens with every sample marked invalid and why, instead of an error."""
         ext = extension_of(Path(path))
         if ext in TRAJECTORY_EXTENSIONS:  # the window opens two dropped files one by one
             if not self.topology_path:
@@ -776,13 +791,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.trajectory_sources = {}
         generation = self._read_generation(path) if ext == ".xyz" else None
         self.player.set_trajectory(None)
+        inspected = False
         try:
             self.model.load(path)
         except Exception as exc:  # FormatError and OSError name the file
-            if generation is None:
+            inspected = inspect_invalid and self._load_invalid(path)
+            if not inspected and generation is None:
                 self.host.show_error("Cannot open the molecules", str(exc))
                 return False
-            self.model.load_records([], path)  # noise frames only: still a trajectory
+            if not inspected:
+                self.model.load_records([], path)  # noise frames only: still a trajectory
         self.topology_path = str(path) if ext == ".pdb" else ""
         trajectory = generation or sequence_trajectory(
             [e.record for e in self.model.entries], Path(path).name)
@@ -793,10 +811,36 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         skipped = (f"; {len(problems)} bad record(s) skipped (first: {problems[0][0]}: "
                    f"{problems[0][1]})") if problems else ""
         played = f"; {len(trajectory)} frames to play" if trajectory else ""
+        invalid = ("; none is a valid molecule: each is marked invalid, with why in the "
+                   f"'{PROBLEM_COLUMN}' column") if inspected else ""
         self.status.setText(f"{Path(path).name}: {len(self.model.entries)} record(s){skipped}"
+                            + invalid
                             + (f"; {restored} saved edit(s) restored" if restored else "")
                             + played)
         return True
+
+    def _load_invalid(self, path: str | os.PathLike) -> bool:
+        """Open every sample of a file without a valid molecule, for inspection."""
+        try:
+            self.model.load_invalid(path)
+        except FormatError:
+            return False
+        self.tabs.setCurrentIndex(TAB_TABLE)  # where the problem column is
+        return True
+
+    def _open_name(self) -> str | None:
+        """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
+        if not self.model.entries and self.player.trajectory is None:
+            return None
+        return Path(self.model.path).name or self.model.path
+
+    def _leave_document(self) -> None:
+        """The set shown before (or this one, read again: its saved edits are replayed next)
+        leaves the undo history; its autosaved edits stay for when it is opened again."""
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        if self._document is not None and callable(forget):
+            forget(self._document)
+        self._document = self.model.document
 
     def _read_generation(self, path: str | os.PathLike) -> Trajectory | None:
         try:
@@ -814,6 +858,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         elif trajectory is not None and not trajectory.three_d:
             self.tabs.setCurrentIndex(TAB_SEQUENCE)
 
+    @command("Cannot open the MD run")
     def open_md(self, topology: str | os.PathLike, trajectory: str | os.PathLike) -> bool:
         """An MD run (topology + trajectory) read by MDAnalysis on a worker thread; its frames
         play in the 3-D tab with the RMSD to frame 0 plotted below."""
@@ -833,6 +878,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                             f"{len(trajectory)} frames{strided}; RMSD to frame 0 up to "
                             f"{trajectory.curve[1].max():.2f} Å")
 
+    @command("Cannot open the trajectory")
     def open_trajectory_file(self, path: str | os.PathLike, sources: list[str] = ()) -> bool:
         """Play a generation (multi-frame XYZ) or sequence (``>t=`` FASTA) trajectory without
         changing the set shown."""
@@ -849,6 +895,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._play(trajectory, sources or list(self.trajectory_sources))
         return True
 
+    @command("Cannot show the frame")
     def show_frame(self, index: int) -> None:
         """Draw the player's frame: in 3-D (MD, generation) or as the strip (sequences)."""
         trajectory = self.player.trajectory
@@ -871,6 +918,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             if trajectory.kind == "md":
                 self.viewer_3d.highlight_atoms(self.highlighted)  # a residue chosen in the strip
 
+    @command("Cannot open the antibodies")
     def open_antibodies(self, directory: str | os.PathLike | None = None) -> bool:
         """The Jain et al. 2017 antibodies (VH and VL per antibody, measured properties as
         table columns), from ``../shared/data/antibodies`` by default."""
@@ -885,6 +933,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- antibody numbering --------------------------------------------------------------
 
+    @command("Cannot number the antibody chains")
     def start_numbering(self) -> bool:
         """Number the set's protein chains with ANARCI (hmmscan) off the GUI thread, in the
         chosen scheme; without hmmscan the tab says what to install."""
@@ -940,6 +989,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
+    @command("Cannot open the reference set")
     def load_reference(self, path: str | os.PathLike | None = None) -> bool:
         try:
             count = self.model.load_reference(path)
@@ -962,8 +1012,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     # -- views ---------------------------------------------------------------------------
 
     def _on_loaded(self) -> None:
+        self._leave_document()
         self._current = -1
         self.generation += 1
+        self.smarts_edit.clear()  # the search starts over on the new set
         self.hits_label.setText("")
         self.set_diversity = None
         self.diversity_label.setText("")
@@ -1028,6 +1080,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._idle.set()
         return self.pool.waitForDone(timeout_ms)
 
+    @command("Cannot show the result")
     def _on_computed(self, what: str, generation: int, result: Any) -> None:
         if what == "export":  # the file is written even if another set was opened since
             path, which, outcome = result
@@ -1061,6 +1114,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         elif what == "md":
             self._on_md(result)
 
+    @command("Cannot filter by scaffold")
     def _scaffold_chosen(self, item: int) -> None:
         self.filter_scaffold(self.scaffold_box.itemData(item))
 
@@ -1090,6 +1144,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             return [self.model.order[row] for row in rows], f"{len(rows)} selected"
         return list(self.model.order), f"all {len(self.model.order)} shown (none selected)"
 
+    @command("Cannot measure the selection")
     def measure_selection(self) -> None:
         """The selection's diversity (two or more molecules), computed off the GUI thread."""
         chosen = self.selected_entries()
@@ -1104,10 +1159,12 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             text += f", selection {selection:.3f}"
         self.diversity_label.setText(text)
 
+    @command("Cannot show the property")
     def show_property(self, name: str) -> None:
         self.grid_model.shown_property = name
         self.grid_model.refresh()
 
+    @command("Cannot show the molecule")
     def select_row(self, row: int) -> None:
         """Show the entry at display position ``row`` in the editor."""
         if not 0 <= row < len(self.model.order):
@@ -1174,6 +1231,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- search and edits ----------------------------------------------------------------
 
+    @command("Cannot search")
     def search(self, smarts: str) -> int:
         try:
             hits = self.model.search(smarts)
@@ -1188,6 +1246,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.grid.scrollTo(self.grid_model.index(first))
         return len(hits)
 
+    @command("Cannot edit the molecule")
     def apply_edit(self, smiles: str | None = None) -> bool:
         if self._current < 0:
             return False
@@ -1201,6 +1260,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.host.push_edit(self.model.document, command, self.model)
         return True
 
+    @command("Cannot standardise the molecule")
     def standardise(self) -> bool:
         command = self.model.standardisation(self._current) if self._current >= 0 else None
         if command is None:
@@ -1209,6 +1269,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.host.push_edit(self.model.document, command, self.model)
         return True
 
+    @command("Cannot mark the molecule")
     def set_flag(self, flag: str) -> None:
         if self._current >= 0 and self.model.entries[self._current].flag != flag:
             self.host.push_edit(self.model.document, self.model.flagging(self._current, flag),
@@ -1226,6 +1287,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                        if m.get("id") == method), None)
         return None if schema is None else SchemaForm(schema)
 
+    @command("Cannot run")
     def choose_run(self, method: str) -> None:
         """Ask for the method's parameters in a dialog, then run it."""
         form = self.method_form(method)
@@ -1252,19 +1314,32 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
+    @command("Cannot run")
     def run_method(self, method: str, params: dict) -> None:
         """Submit a job; kCGM gets the chosen reference set as its input."""
         inputs = {"reference": self.reference_path} if method == RUN_METHOD and \
             self.reference_path else {}
         self.jobs.submit(method, params, inputs)
 
+    @command("Cannot show the run's samples")
     def _on_result(self, job: str, method: str, outputs: dict) -> None:
-        """kCGM's generated set opens as the set; any other run through ``open_run``."""
-        if method != RUN_METHOD:
-            self.open_run(self.host.run_dir(job))
-        elif outputs.get("generated_csv"):
-            self.open_file(Path(self.host.run_dir(job)) / outputs["generated_csv"])
+        """kCGM's generated set, or another run's folder (``open_run``), opens when nothing is
+        open, else after asking (``outputs``): never in place of the set being triaged."""
+        made = Path(self.host.run_dir(job))
+        if method == RUN_METHOD:
+            if not outputs.get("generated_csv"):
+                return
+            made = made / outputs["generated_csv"]
+        self.outputs.offer(made, f"{method} ({job})")
 
+    @command("Cannot open the run's output")
+    def open_output(self, path: str | os.PathLike) -> bool:
+        """What a run made: a run folder (Branching Flows samples and trajectories) or a
+        generated set (kCGM), whose samples open even when none of them is valid."""
+        path = Path(path)
+        return self.open_run(path) if path.is_dir() else self.open_file(path, True)
+
+    @command("Cannot open the run")
     def open_run(self, run_dir: str | os.PathLike) -> bool:
         """A Branching Flows run: its samples (``samples.xyz`` or ``samples.fasta``) as the set
         and its first trajectory playing; the others are a choice in the player."""
@@ -1283,6 +1358,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- export --------------------------------------------------------------------------
 
+    @command("Export failed")
     def export_grid(self, path: str | os.PathLike) -> Path | None:
         """The grid in display order (the first 60 valid molecules), hits highlighted."""
         shown = [self.model.entries[i] for i in self.model.order]
@@ -1297,6 +1373,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.host.show_error("Export failed", str(exc))
             return None
 
+    @command("Export failed")
     def export_set(self, path: str | os.PathLike, background: bool = False) -> Path | None:
         """The selected rows (all shown when none are) as SMILES, CSV, SDF, FASTA or PDB, by
         the suffix; a format that fits none of them is refused with the reason. In the
@@ -1336,6 +1413,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.status.setText(f"Export failed: {exc}")
             self.host.show_error("Export failed", f"{path}: {exc}")
 
+    @command("Export failed")
     def export_histogram(self, path: str | os.PathLike) -> Path | None:
         """The histogram as shown: PNG/SVG here, PDF rendered by the engine
         (``figure.export``)."""
@@ -1383,6 +1461,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- drag and drop -------------------------------------------------------------------
 
+    @command("Cannot open the dropped files")
     def open_dropped(self, paths: list[str]) -> None:
         """One set at a time: the first file dropped; a topology and a trajectory dropped
         together open as an MD run."""

@@ -305,3 +305,71 @@ def test_background_loops_wait_while_the_grid_scrolls(panel, files, qtbot):
     qtbot.waitUntil(lambda: not waiting.is_alive(), timeout=5000)  # scrolling stopped: go on
     assert panel.wait_computed()
     qtbot.waitUntil(lambda: panel.set_diversity is not None, timeout=10_000)
+
+
+def finish_kcgm(panel: MoleculesPanel, csv_text: str) -> tuple[str, Path]:
+    """Run kCGM and finish it with a generated.csv of our own."""
+    panel.run_kcgm({"steps": 5})
+    job = list(panel.jobs)[-1]
+    made = Path(panel.host.run_dir(job)) / "artifacts" / "generated.csv"
+    made.write_text(csv_text)
+    panel.host.emit(job, "job_result", outputs={"generated_csv": "artifacts/generated.csv"})
+    return job, made
+
+
+def test_a_kcgm_run_never_replaces_the_set_being_triaged_unasked(panel, files):
+    """Issue 20, finding 6: a kCGM run replaced the molecule set the user was triaging."""
+    asked = []
+    panel.outputs.ask = lambda output, current, answer: asked.append((output, current, answer))
+    panel.open_file(files[0])
+    panel.select_row(0)
+    panel.set_flag("accepted")
+    panel.smarts_edit.setText("c1ccccc1")
+    panel.search("c1ccccc1")
+    job, made = finish_kcgm(panel, "model,smiles,valid\nkcgm,CCN,True\n")
+    ((output, current, answer),) = asked
+    assert current == "set.smi" and output.path == made and job in output.label
+    answer(False)  # "Keep set.smi"
+    assert panel.model.path == str(files[0]) and panel.model.entries[0].flag == "accepted"
+    assert str(made) in panel.status.text() and panel.outputs.button.isVisibleTo(panel)
+    assert panel.hits_label.text() == "3 hit(s)"
+    assert panel.outputs.open_waiting()
+    assert [e.smiles for e in panel.model.entries] == ["CCN"]
+    assert panel.host.history.stack.count() == 0  # the triaged set left the history
+    assert panel.smarts_edit.text() == "" and panel.hits_label.text() == ""
+
+
+def test_a_run_without_one_valid_molecule_opens_its_samples_marked_invalid(panel):
+    """Issue 20, finding 6: zero valid samples raised a modal error instead."""
+    _job, made = finish_kcgm(panel, "model,smiles,valid\nkcgm,C1CC,False\n"
+                                    "kcgm,CN(C)(C)(C)C,False\nkcgm,c1cccc1,False\n")
+    assert panel.host.errors == []
+    assert panel.model.path == str(made) and len(panel.model.entries) == 3
+    assert not any(entry.valid for entry in panel.model.entries)
+    table = panel.table_model
+    problem = table.columns.index("problem")
+    assert [table.data(table.index(row, problem)) for row in range(3)] == [
+        "SMILES syntax: ring bond 1 is never closed",
+        "Explicit valence for atom # 1 N, 5, is greater than permitted",
+        "Can't kekulize mol.  Unkekulized atoms: 0 1 2 3 4"]
+    assert "none is a valid molecule" in panel.status.text()
+    assert panel.grid_model.data(panel.grid_model.index(0), Qt.ItemDataRole.ToolTipRole) == \
+        "C1CC\ninvalid: SMILES syntax: ring bond 1 is never closed"
+    panel.select_row(0)
+    assert panel.apply_edit("C1CC1")  # mended: a valid molecule now, undoably
+    assert panel.model.entries[0].valid and table.data(table.index(0, problem)) == ""
+    panel.host.history.stack.undo()
+    assert table.data(table.index(0, problem)).startswith("SMILES syntax")
+
+
+def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, files, monkeypatch):
+    panel.open_file(files[0])
+    panel.select_row(0)
+
+    def broken(*_args):
+        raise RuntimeError("stale index")
+
+    monkeypatch.setattr(panel.model, "flagging", broken)
+    panel.flag_box.activated.emit(1)  # "accepted", as a click would
+    assert panel.host.errors[-1] == ("Cannot mark the molecule", "RuntimeError: stale index")
+    assert panel.host.history.stack.count() == 0 and panel.model.entries[0].flag == ""
