@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from engine.io import Format, FormatError, extension_of
+from engine.io.limits import check_allocation, check_decompressed
 
 NPY_MAGIC = b"\x93NUMPY"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024
+NPY_MAX_HEADER = 100_000
 
 
 def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
@@ -31,8 +34,52 @@ def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
         raise FormatError(path, f"truncated or damaged .npy file ({exc})") from None
 
 
-def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+def npz_members(path: str | Path) -> dict[str, dict]:
+    """Each array of an .npz from its member's .npy header, nothing decompressed past it:
+    ``{name: {shape, dtype, nbytes, stored, compressed}}``. A member whose header claims
+    more bytes than the member holds, or a member over the budgets, is a ``FormatError``."""
     path = Path(path)
+    members = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                name = info.filename.removesuffix(".npy")
+                check_decompressed(path, info.file_size, info.compress_size,
+                                   f"member {info.filename!r}")
+                with archive.open(info) as member:
+                    shape, fortran, dtype = _npy_header(member)
+                    header_end = member.tell()
+                if dtype.hasobject:
+                    raise FormatError(path, f"member {info.filename!r} holds Python objects "
+                                            "(pickled); Studio refuses to unpickle files")
+                nbytes = int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+                if nbytes != info.file_size - header_end:
+                    raise FormatError(path, f"member {info.filename!r} claims shape "
+                                            f"{list(shape)} of {dtype} ({nbytes:,} bytes) but "
+                                            f"holds {info.file_size - header_end:,}")
+                members[name] = {"shape": list(shape), "dtype": str(dtype), "nbytes": nbytes,
+                                 "fortran_order": fortran, "compressed": info.compress_size}
+    except FormatError:
+        raise
+    except Exception as exc:  # zipfile and numpy raise many types on a damaged archive
+        raise FormatError(path, f"not a readable .npz archive ({type(exc).__name__}: "
+                                f"{exc})") from None
+    return members
+
+
+def _npy_header(handle) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) from an open .npy stream, by its version's reader."""
+    major, _minor = np.lib.format.read_magic(handle)
+    read = np.lib.format.read_array_header_1_0 if major == 1 else \
+        np.lib.format.read_array_header_2_0
+    return read(handle, max_header_size=NPY_MAX_HEADER)
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array, loaded only after each member's declared size passed the budgets."""
+    path = Path(path)
+    members = npz_members(path)
+    check_allocation(path, sum(m["nbytes"] for m in members.values()), "the archive")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
@@ -107,10 +154,10 @@ def _inspect_npy(path: Path) -> dict:
 
 
 def _inspect_npz(path: Path) -> dict:
-    arrays = read_npz(path)
-    return {"summary": {"arrays": len(arrays)},
-            "metadata": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
-                         for k, v in arrays.items()}}
+    members = npz_members(path)  # headers only: an archive of any size inspects in kilobytes
+    return {"summary": {"arrays": len(members)},
+            "metadata": {k: {"shape": v["shape"], "dtype": v["dtype"]}
+                         for k, v in members.items()}}
 
 
 def _inspect_safetensors(path: Path) -> dict:

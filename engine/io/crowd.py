@@ -22,6 +22,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from json import scanner
 from json.decoder import JSONArray, JSONObject
@@ -32,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.io import Format, FormatError, extension_of
+from engine.io.limits import IMAGE_PIXELS, check_allocation
 
 ETH_FRAME_RATE_HZ = 25.0  # ETH/UCY frame ids count video frames; a sample every 10 = 2.5 Hz
 MOT_FRAME_RATE_HZ = 30.0  # MOTChallenge sequences differ (14-30 Hz); assumed when unknown
@@ -297,33 +299,81 @@ def _ffmpeg():
 
 
 def read_video(path: str | Path, max_frames: int | None = None) -> tuple[np.ndarray, VideoInfo]:
-    """(frames (T, H, W, 3) uint8, info); a corrupt or truncated file is a ``FormatError``."""
+    """(frames (T, H, W, 3) uint8, info); a corrupt or truncated file is a ``FormatError``.
+    The decoded size is checked against the budgets first (``engine.io.limits``): for a long
+    clip use ``iter_video_frames`` or ``video_frame``, which decode on demand."""
+    path = Path(path)
+    info = video_info(path)
+    count = info.frames if max_frames is None else min(info.frames, max_frames)
+    check_allocation(path, count * info.width * info.height * 3, f"decoding {count} frames")
+    frames = list(iter_video_frames(path, stop=max_frames))
+    return np.stack(frames), VideoInfo(len(frames), info.width, info.height, info.fps,
+                                       info.codec)
+
+
+def iter_video_frames(path: str | Path, start: int = 0, stop: int | None = None
+                      ) -> Iterator[np.ndarray]:
+    """Frames ``start`` (seeked to by time) up to ``stop``, decoded one at a time."""
     path = Path(path)
     ffmpeg = _ffmpeg()
-    frames = []
+    seek = []
+    if start > 0:
+        fps = video_info(path).fps or FOLDER_FRAME_RATE_HZ
+        seek = ["-ss", f"{start / fps:.6f}"]
+    reader = None
+    index = start
+    try:
+        reader = ffmpeg.read_frames(str(path), input_params=seek)
+        meta = next(reader)
+        width, height = meta["size"]
+        for raw in reader:
+            if stop is not None and index >= stop:
+                break
+            yield np.frombuffer(raw, np.uint8).reshape(height, width, 3)
+            index += 1
+    except (RuntimeError, OSError, StopIteration, KeyError, ValueError) as exc:
+        raise _unreadable_video(path, exc) from None
+    finally:
+        if reader is not None:
+            reader.close()
+    if index == start:
+        raise FormatError(path, "not a readable video (no frame could be decoded)")
+
+
+def video_frame(path: str | Path, index: int) -> np.ndarray:
+    """One frame, decoded on demand (for scrubbing a clip too long to hold in memory)."""
+    for frame in iter_video_frames(path, start=index, stop=index + 1):
+        return frame
+    raise FormatError(path, f"frame {index} is past the end of the video")
+
+
+def _unreadable_video(path: Path, exc: Exception) -> FormatError:
+    problem = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+    return FormatError(path, f"not a readable video ({problem[:200]})")
+
+
+def video_info(path: str | Path) -> VideoInfo:
+    """Frame count (from the container's duration and rate), size, rate and codec; the first
+    frame is decoded to prove the stream is readable, no more (a 1080p clip of any length
+    costs one frame of memory)."""
+    path = Path(path)
+    ffmpeg = _ffmpeg()
+    reader = None
     try:
         reader = ffmpeg.read_frames(str(path))
         meta = next(reader)
         width, height = meta["size"]
-        for raw in reader:
-            frames.append(np.frombuffer(raw, np.uint8).reshape(height, width, 3))
-            if max_frames is not None and len(frames) >= max_frames:
-                reader.close()
-                break
+        first = next(reader, None)
     except (RuntimeError, OSError, StopIteration, KeyError, ValueError) as exc:
-        problem = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise FormatError(path, f"not a readable video ({problem[:200]})") from None
-    if not frames:
+        raise _unreadable_video(path, exc) from None
+    finally:
+        if reader is not None:
+            reader.close()
+    if first is None:
         raise FormatError(path, "not a readable video (no frame could be decoded)")
-    info = VideoInfo(len(frames), width, height, float(meta.get("fps") or 0.0),
-                     str(meta.get("codec", "")))
-    return np.stack(frames), info
-
-
-def video_info(path: str | Path) -> VideoInfo:
-    """Frame count (by decoding, which also proves the file is intact), size, rate and codec."""
-    frames, info = read_video(path)
-    return info
+    fps = float(meta.get("fps") or 0.0)
+    frames = max(1, round(float(meta.get("duration") or 0.0) * fps))
+    return VideoInfo(frames, int(width), int(height), fps, str(meta.get("codec", "")))
 
 
 def write_video(path: str | Path, frames: np.ndarray, fps: float) -> Path:
@@ -365,15 +415,16 @@ def read_frame_folder(path: str | Path, max_frames: int | None = None
     from PIL import Image, UnidentifiedImageError
 
     path = Path(path)
+    info = frame_folder_info(path)
     images = folder_images(path)[:max_frames]
-    if not images:
-        raise FormatError(path, f"no {'/'.join(IMAGE_EXTENSIONS)} images in the folder")
+    check_allocation(path, len(images) * info.width * info.height * 3,
+                     f"decoding {len(images)} images")
     frames = []
     for image_path in images:
         try:
             with Image.open(image_path) as image:
                 frame = np.asarray(image.convert("RGB"))
-        except (UnidentifiedImageError, OSError) as exc:
+        except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
             raise FormatError(image_path, f"not a readable image ({exc})") from None
         if frames and frame.shape != frames[0].shape:
             raise FormatError(image_path, f"{frame.shape[1]}x{frame.shape[0]} differs from the "
@@ -382,6 +433,23 @@ def read_frame_folder(path: str | Path, max_frames: int | None = None
         frames.append(frame)
     height, width = frames[0].shape[:2]
     return np.stack(frames), VideoInfo(len(frames), width, height, FOLDER_FRAME_RATE_HZ)
+
+
+def frame_folder_info(path: str | Path) -> VideoInfo:
+    """A frame folder's count and size from the first image's header (nothing decoded)."""
+    from PIL import Image
+
+    path = Path(path)
+    images = folder_images(path)
+    if not images:
+        raise FormatError(path, f"no {'/'.join(IMAGE_EXTENSIONS)} images in the folder")
+    try:
+        with Image.open(images[0]) as image:
+            width, height = image.size
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise FormatError(images[0], f"not a readable image ({exc})") from None
+    IMAGE_PIXELS.check(images[0], width * height, f"{width}x{height} is")
+    return VideoInfo(len(images), width, height, FOLDER_FRAME_RATE_HZ)
 
 
 def read_clip(path: str | Path, max_frames: int | None = None) -> tuple[np.ndarray, VideoInfo]:
@@ -653,7 +721,7 @@ def _sniff_video(path: Path, head: bytes) -> int:
 
 
 def _inspect_clip(path: Path) -> dict:
-    frames, info = read_clip(path)
+    info = frame_folder_info(path) if path.is_dir() else video_info(path)
     metadata = {"fps": info.fps, "codec": info.codec}
     if path.is_dir():
         metadata["fps_note"] = f"a frame folder has no rate; {FOLDER_FRAME_RATE_HZ:g} assumed"
@@ -714,4 +782,5 @@ __all__ = ["Box", "CameraKeyframe", "Ground", "Group", "Scene", "SocialForce", "
            "VideoInfo",
            "encode_mp4", "read_clip", "read_frame_folder", "read_scene",
            "read_tracks", "read_video", "scene_to_json", "tracks_from_array", "video_info",
+           "iter_video_frames", "video_frame", "frame_folder_info",
            "write_video"]

@@ -8,8 +8,11 @@ budget and how to raise it, never by running out of memory.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +59,12 @@ class Budget:
 
 
 # Defaults: the largest shipped file is far below each, and so is a typical file of the field.
-DECOMPRESSED = Budget("STUDIO_MAX_DECOMPRESSED_BYTES", 4096 * MB, "bytes",
+DECOMPRESSED = Budget("STUDIO_MAX_DECOMPRESSED_BYTES", 1024 * MB, "bytes",
                       "decompressed size")
+# Text and arrays compress 2-20x; a zip or gzip bomb 1000x. Past RATIO_FREE_BYTES, a stream
+# may not decompress to more than this many times its compressed size.
+RATIO = Budget("STUDIO_MAX_COMPRESSION_RATIO", 200, "x", "compression ratio")
+RATIO_FREE_BYTES = 64 * MB
 JSON_DEPTH = Budget("STUDIO_MAX_JSON_DEPTH", 200, "levels", "JSON nesting")
 JSON_BYTES = Budget("STUDIO_MAX_JSON_BYTES", 512 * MB, "bytes", "JSON document size")
 ATOMS = Budget("STUDIO_MAX_DESCRIPTOR_ATOMS", 150, "atoms", "atoms per molecule for descriptors")
@@ -65,7 +72,7 @@ DESCRIPTOR_TIME = Budget("STUDIO_MAX_DESCRIPTOR_S", 5.0, "s", "descriptor time p
 IMAGE_PIXELS = Budget("STUDIO_MAX_IMAGE_PIXELS", 256 * 1024 * 1024, "pixels", "image size")
 TENSOR_BYTES = Budget("STUDIO_MAX_TENSOR_BYTES", 64 * 1024 * MB, "bytes", "tensor size")
 
-BUDGETS = (DECOMPRESSED, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
+BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
            TENSOR_BYTES)
 
 
@@ -133,3 +140,67 @@ def read_json(path: str | os.PathLike) -> Any:
     except OSError as exc:
         raise FormatError(path, f"cannot read it ({exc.strerror})") from None
     return loads_json(text, path)
+
+
+def decompressed_limit(compressed_bytes: int) -> int:
+    """How many bytes a stream of ``compressed_bytes`` may decompress to."""
+    by_ratio = max(RATIO_FREE_BYTES, int(compressed_bytes * RATIO.value))
+    return int(min(DECOMPRESSED.value, by_ratio))
+
+
+def check_decompressed(path: str | os.PathLike, declared: int, compressed: int,
+                       what: str = "it") -> None:
+    """Refuse a member or stream whose (declared or counted) decompressed size is over the
+    decompressed budget, the ratio budget or the memory that can be spared."""
+    if declared > DECOMPRESSED.value:
+        raise DECOMPRESSED.refuse(path, declared, f"{what} decompresses to")
+    if declared > max(RATIO_FREE_BYTES, compressed * RATIO.value):
+        raise RATIO.refuse(path, declared / max(compressed, 1),
+                           f"{what} decompresses to {declared / MB:,.0f} MB from "
+                           f"{compressed / 1024:,.0f} KB, a ratio of")
+    check_allocation(path, declared, what)
+
+
+class _CountingReader(io.RawIOBase):
+    """A decompressing stream that stops with a ``FormatError`` at its byte limit."""
+
+    def __init__(self, inner: io.BufferedIOBase, path: str | os.PathLike, compressed: int
+                 ) -> None:
+        super().__init__()
+        self.inner, self.path, self.compressed = inner, path, compressed
+        self.limit, self.total = decompressed_limit(compressed), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.inner.readinto(buffer)
+        self.total += count
+        if self.total > self.limit:
+            check_decompressed(self.path, self.total, self.compressed)
+            raise DECOMPRESSED.refuse(self.path, self.limit, "decompresses past")
+        return count
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def gzip_declared_size(path: str | os.PathLike) -> int:
+    """The size a gzip file's trailer declares (of its last member, modulo 4 GiB)."""
+    with open(path, "rb") as handle:
+        handle.seek(-4, os.SEEK_END)
+        return struct.unpack("<I", handle.read(4))[0]
+
+
+def open_decompressed(path: str | os.PathLike) -> io.BufferedIOBase:
+    """The file's bytes, gunzipped when it is gzip, within the decompression budgets: the
+    trailer's declared size is checked first, the bytes actually produced as they come."""
+    with open(path, "rb") as handle:
+        compressed = handle.read(2) == b"\x1f\x8b"
+    if not compressed:
+        return open(path, "rb")  # noqa: SIM115
+    size = os.path.getsize(path)
+    if size >= 18:
+        check_decompressed(path, gzip_declared_size(path), size)
+    return io.BufferedReader(_CountingReader(gzip.open(path, "rb"), path, size))

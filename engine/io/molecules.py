@@ -21,6 +21,7 @@ import importlib.util
 import io
 import math
 import re
+import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -29,6 +30,7 @@ from functools import cache
 from pathlib import Path
 
 from engine.io import Format, FormatError, extension_of
+from engine.io.limits import ATOMS, DESCRIPTOR_TIME, open_decompressed
 
 GZIP_MAGIC = b"\x1f\x8b"
 SMILES_COLUMNS = ("smiles", "canonical_smiles", "smi", "smiles_string", "molecule")
@@ -146,6 +148,15 @@ def parse_smiles(smiles: str):
     return Chem.MolFromSmiles(smiles)
 
 
+def heavy_atoms_estimate(smiles: str) -> int:
+    """Heavy atoms counted on the SMILES text (a bracket atom counts once, hydrogens too):
+    cheap enough to decide before parsing whether a molecule is over the atom budget."""
+    return len(_SMILES_ATOM.findall(smiles))
+
+
+_SMILES_ATOM = re.compile(r"\[[^\]]*\]|Cl|Br|[BCNOSPFI]|[bcnosp]")
+
+
 def canonical_smiles(smiles: str) -> str | None:
     """RDKit's canonical form, or ``None`` when the SMILES does not parse."""
     from rdkit import Chem
@@ -238,9 +249,8 @@ def smiles_descriptors(smiles: Iterable[str]) -> list[dict[str, float]]:
 # -- text access -------------------------------------------------------------------------------
 
 def _open_binary(path: Path) -> io.BufferedIOBase:
-    with open(path, "rb") as handle:
-        compressed = handle.read(2) == GZIP_MAGIC
-    return gzip.open(path, "rb") if compressed else open(path, "rb")  # noqa: SIM115
+    """Plain or gzip bytes, within the decompression budgets (``engine.io.limits``)."""
+    return open_decompressed(path)
 
 
 def _read_text(path: Path) -> str:
@@ -348,11 +358,16 @@ def _add_smiles(records: list, problems: list, smiles: str, name: str, location:
     if not smiles:
         problems.append((location, "empty SMILES"))
         return
-    canonical = canonical_smiles(smiles)
-    if canonical is None:
+    from rdkit import Chem
+
+    mol = parse_smiles(smiles)
+    if mol is None:
         problems.append((location, f"invalid SMILES {smiles[:60]!r}"))
         return
-    records.append(Molecule(canonical, name, location, props))
+    # Canonical ranking grows faster than the atom count: a molecule over the atom budget
+    # keeps the SMILES as written (still validated) rather than cost seconds per record.
+    big = mol.GetNumHeavyAtoms() > ATOMS.value
+    records.append(Molecule(smiles if big else Chem.MolToSmiles(mol), name, location, props))
 
 
 # -- SDF / MOL ---------------------------------------------------------------------------------
@@ -739,11 +754,32 @@ def read_molecules(path: str | Path, limit: int | None = None) -> MoleculeFile:
     raise FormatError(path, f"not a molecule file extension ({ext or 'none'})")
 
 
-def property_summary(molecules: list[Molecule]) -> dict[str, dict[str, float]]:
-    """Mean, min and max of each descriptor over (a sample of) the molecules."""
-    rows = smiles_descriptors(m.smiles for m in molecules[:INSPECT_PROPERTY_SAMPLE])
+def property_summary(molecules: list[Molecule], skipped: list[str] | None = None
+                     ) -> dict[str, dict[str, float]]:
+    """Mean, min and max of each descriptor over (a sample of) the molecules. Descriptors
+    (SA score and QED cost seconds on a large molecule) are computed only for molecules under
+    the atom budget and within the time budget per file; what was left out is appended to
+    ``skipped`` with the budget that left it out."""
+    deadline = time.monotonic() + DESCRIPTOR_TIME.value
+    rows, too_big, late = [], 0, 0
+    sample = molecules[:INSPECT_PROPERTY_SAMPLE]
+    for index, molecule in enumerate(sample):
+        if time.monotonic() > deadline:
+            late = len(sample) - index
+            break
+        if heavy_atoms_estimate(molecule.smiles) > ATOMS.value:
+            too_big += 1  # counted on the text: a large molecule is not even parsed again
+            continue
+        rows.append(descriptors(parse_smiles(molecule.smiles)))
+    if skipped is not None and too_big:
+        skipped.append(f"descriptors of {too_big} molecule(s) over the budget of "
+                       f"{ATOMS.show()} not computed (raise it with {ATOMS.env})")
+    if skipped is not None and late:
+        skipped.append(f"descriptors of {late} molecule(s) not computed within the "
+                       f"{DESCRIPTOR_TIME.show()} budget per file (raise it with "
+                       f"{DESCRIPTOR_TIME.env})")
     summary = {}
-    for name in DESCRIPTOR_NAMES:
+    for name in DESCRIPTOR_NAMES if rows else ():
         values = [row[name] for row in rows]
         summary[name] = {"mean": round(sum(values) / len(values), 3),
                          "min": round(min(values), 3), "max": round(max(values), 3)}
@@ -874,7 +910,10 @@ def _inspect(path: Path) -> dict:
     molecules = found.molecules
     if molecules:
         summary["unique"] = len({m.smiles for m in molecules})
-        metadata["properties"] = property_summary(molecules)
+        skipped: list[str] = []
+        metadata["properties"] = property_summary(molecules, skipped)
+        if skipped:
+            summary["skipped"] = skipped
         metadata["file_properties"] = sorted({k for m in molecules[:100] for k in m.props})
     sequences = [r for r in found.records if isinstance(r, Sequence)]
     if sequences:

@@ -19,7 +19,6 @@ raises ``FormatError``. Extra fields of a message (labels, notes, metrics) stay 
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import math
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.io import Format, FormatError, extension_of
+from engine.io.limits import open_decompressed
 
 GZIP_MAGIC = b"\x1f\x8b"
 GROUP_KEYS = ("transcript", "conversation", "dialogue_id", "conversation_id")
@@ -92,9 +92,8 @@ def _nothing_readable(problems: list[tuple[int, str]]) -> str:
 
 
 def _open_binary(path: Path) -> io.BufferedIOBase:
-    with open(path, "rb") as handle:
-        compressed = handle.read(2) == GZIP_MAGIC
-    return gzip.open(path, "rb") if compressed else open(path, "rb")  # noqa: SIM115
+    """Plain or gzip bytes, within the decompression budgets (``engine.io.limits``)."""
+    return open_decompressed(path)
 
 
 def _open_text(path: Path) -> io.TextIOBase:
