@@ -150,8 +150,24 @@ class JobContext:
                     "meta": to_jsonable(meta)})
         return relative
 
+    def checkpoint_provenance(self) -> dict:
+        """What a checkpoint's cfg.json says made it: this run (id, method, parameters, seed)
+        and the inputs it was trained on (paths and content hashes)."""
+        from engine import provenance
+
+        try:
+            inputs = json.loads((self.output_dir / "params.json").read_text(
+                encoding="utf-8")).get("inputs") or {}
+        except (OSError, ValueError):
+            inputs = {}
+        files = [value for value in inputs.values() if isinstance(value, str)
+                 and not value.startswith("run:") and Path(value).exists()]
+        run = {**provenance.run_entry(self.output_dir), "run_id": self.job_id, "seed": self.seed}
+        return provenance.record(files, runs=[run], inputs=inputs)
+
     def save_checkpoint(self, name: str, tensors: Any, cfg: dict) -> str:
-        """safetensors + cfg.json under ``checkpoints/<name>/``; ``tensors`` is a module or dict."""
+        """safetensors + cfg.json under ``checkpoints/<name>/``; ``tensors`` is a module or dict.
+        The cfg gains ``provenance`` (``checkpoint_provenance``)."""
         from safetensors.torch import save as save_tensors
 
         state = tensors.state_dict() if hasattr(tensors, "state_dict") else dict(tensors)
@@ -160,7 +176,8 @@ class JobContext:
         folder = self.output_dir / relative
         payload = save_tensors(state)
         write_atomic(folder / "model.safetensors", lambda handle: handle.write(payload))
-        write_json_atomic(folder / "cfg.json", to_jsonable(cfg))
+        write_json_atomic(folder / "cfg.json", to_jsonable(
+            {**cfg, "provenance": self.checkpoint_provenance()}))
         self._emit({"type": "job_artifact", "name": name, "kind": "checkpoint", "path": relative,
                     "meta": {"tensors": len(state)}})
         return relative

@@ -1013,11 +1013,24 @@ def analyse_variant(trained: list[TrainedSAE], x: np.ndarray, p: Params, model: 
 
 # -- artifacts ---------------------------------------------------------------------------------
 
-def save_sae(ctx: JobContext, trained: TrainedSAE, p: Params, model_name: str) -> str:
-    """The SAE in SAELens's layout (engine.io.sae) under ``checkpoints/<name>/``."""
+def trained_on(p: Params, inputs: dict[str, str]) -> str:
+    """What a checkpoint says it was trained on: the user's file or folder (absolute path),
+    else the packaged corpus' name."""
+    for name in ("activations", "text") if p.source == "files" else ("text",):
+        if inputs.get(name):
+            return str(Path(inputs[name]).resolve())
+    return p.corpus
+
+
+def save_sae(ctx: JobContext, trained: TrainedSAE, p: Params, model_name: str,
+             dataset: str) -> str:
+    """The SAE in SAELens's layout (engine.io.sae) under ``checkpoints/<name>/``;
+    ``dataset``: what it was trained on (the user's text input as an absolute path, else the
+    corpus' name)."""
     from engine.io.sae import write_sae
 
-    cfg = saelens_cfg(trained.sae.cfg, trained.layer, model_name, p.corpus)
+    cfg = saelens_cfg(trained.sae.cfg, trained.layer, model_name, dataset)
+    cfg["provenance"] = ctx.checkpoint_provenance()
     relative = ctx.save_checkpoint(trained.name, trained.sae.sae_tensors(), cfg)
     folder = ctx.output_dir / relative
     bypass = None
@@ -1249,6 +1262,7 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
     sequences = [s for s in acts.sequences if len(s) >= p.importance_length]
     sequences = [s[:p.importance_length] for s in sequences[:p.importance_sequences]]
     seeds = [ctx.seed + i for i in range(p.seeds)]
+    dataset = trained_on(p, inputs)
     total = len(layers) * len(p.variants) * len(seeds) * p.steps
     analyses: list[VariantAnalysis] = []
     outputs: dict[str, Any] = {"checkpoints": {}}
@@ -1268,7 +1282,7 @@ def run_train(ctx: JobContext, p: Params, inputs: dict[str, str]) -> dict:
             ctx.log(f"L{layer} {variant}: top-{p.top_n} recovery {analysis.top_recovery:.3f}, "
                     f"all {analysis.all_recovery:.3f}")
             for t in trained:
-                outputs["checkpoints"][t.name] = save_sae(ctx, t, p, saved_name)
+                outputs["checkpoints"][t.name] = save_sae(ctx, t, p, saved_name, dataset)
             outputs.update(save_browsing_artifacts(
                 ctx, analysis, acts, x, p, model if isinstance(model, DecoderLM) else None))
     outputs["tokens"] = ctx.save_artifact("tokens", acts.tokens, kind="json")

@@ -65,7 +65,30 @@ def test_checkpoint_is_safetensors_plus_cfg(tmp_path):
     path = ctx.save_checkpoint("model", model, {"d_in": 3, "d_out": 2})
     tensors = load_file(str(tmp_path / path / "model.safetensors"))
     assert torch.equal(tensors["weight"], model.weight.detach())
-    assert json.loads((tmp_path / path / "cfg.json").read_text()) == {"d_in": 3, "d_out": 2}
+    cfg = json.loads((tmp_path / path / "cfg.json").read_text())
+    assert {k: v for k, v in cfg.items() if k != "provenance"} == {"d_in": 3, "d_out": 2}
+
+
+def test_a_checkpoint_names_the_data_seed_and_run_it_came_from(tmp_path):
+    """The SAE's cfg.json said "dataset_path": "news" for a run on the user's own folder."""
+    from engine.content import content_hash
+
+    run_dir, texts = tmp_path / "20260101-000000-abcdef", tmp_path / "my texts"
+    run_dir.mkdir()
+    texts.mkdir()
+    (texts / "a.txt").write_text("the user's own words")
+    (run_dir / "params.json").write_text(json.dumps({
+        "run_id": run_dir.name, "method": "sae_pc1.train", "params": {"steps": 3}, "seed": 5,
+        "inputs": {"text": str(texts), "decoder": "run:20250101-000000-000000/decoder"}}))
+    ctx = JobContext(run_dir.name, run_dir, lambda event: None, seed=5)
+    path = ctx.save_checkpoint("model", torch.nn.Linear(3, 2), {"d_in": 3})
+    made = json.loads((run_dir / path / "cfg.json").read_text())["provenance"]
+    assert made["runs"] == [{"run_id": run_dir.name, "method": "sae_pc1.train",
+                             "params": {"steps": 3}, "seed": 5}]
+    assert made["sources"] == [{"path": str(texts.resolve()), "hash": content_hash(texts),
+                                "size": None}]
+    assert made["inputs"]["decoder"] == "run:20250101-000000-000000/decoder"
+    assert "torch" in made["versions"]
 
 
 def test_cancel_and_cache(tmp_path):

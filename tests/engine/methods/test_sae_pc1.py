@@ -272,6 +272,11 @@ def test_the_users_text_files_replace_the_corpus(tmp_path):
     assert progress and all(e["step"] <= e["total"] for e in progress)
     title = json.loads((tmp_path / "run" / outputs["anisotropy"]).read_text())["title"]
     assert "all-MiniLM-L6-v2 on text" in title
+    checkpoint = next(iter(outputs["checkpoints"].values()))
+    cfg = json.loads((tmp_path / "run" / checkpoint / "cfg.json").read_text())
+    assert cfg["dataset_path"] == str((tmp_path / "text").resolve())  # not "news"
+    assert cfg["provenance"]["runs"][0]["run_id"] == "j" and cfg["provenance"]["runs"][0][
+        "seed"] == 0
     (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
     with pytest.raises(sae_pc1.SAEInputError, match="latin1.txt: not UTF-8"):
         TRAIN.run(ctx, p, {"text": str(tmp_path / "latin1.txt")})
