@@ -51,8 +51,10 @@ from PySide6.QtWidgets import (
 
 from engine.atomic import write_bytes_atomic
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
+from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.images import save_widget_png
+from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
@@ -184,6 +186,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.inputs: InputPicker | None = None
         self.page: FeaturePage | None = None
         self.features = FeatureTableModel(self.model, self)
+        self._document: str | None = None  # the run whose labels are on the undo history
         self._build()
         self.model.events.connect("loaded", self._show_table)
         self.model.events.connect("note_changed", self._on_note_changed)
@@ -247,10 +250,14 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.status = QLabel("Open a sae_pc1.train run (or an SAELens folder), or train SAEs "
                              "from the Train tab.")
         self.status.setWordWrap(True)
+        self.outputs = RunOutputs(self, self.open_trained, self._open_name, self.status.setText)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status, 1)
+        status_row.addWidget(self.outputs.button)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
-        layout.addWidget(self.status)
+        layout.addLayout(status_row)
 
     def _build_feature_page(self) -> QWidget:
         self.feature_page = QWidget()
@@ -338,12 +345,21 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         return tab
 
     # -- opening -------------------------------------------------------------------------------
+    @command("Cannot open the SAE")
     def open_path(self, path: str | os.PathLike) -> bool:
+        """A run or SAE folder in place of the one shown (which leaves the undo history; its
+        autosaved labels stay), with its saved labels replayed; the search starts over."""
         try:
             self.model.open(path)
         except Exception as exc:  # FormatError, ValueError and OSError name the folder
             self.host.show_error("Cannot open the SAE", str(exc))
             return False
+        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
+        if self._document is not None and callable(forget):
+            forget(self._document)
+        self._document = self.model.document
+        self.search_list.clear()
+        self.search_edit.clear()
         restore = getattr(self.host, "restore_edits", None)
         restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
         self.sae_box.blockSignals(True)
@@ -360,6 +376,10 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.table.selectRow(0)
         return True
 
+    def _open_name(self) -> str | None:
+        """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
+        return self.model.run_dir.name if self.model.run_dir is not None else None
+
     def choose_folder(self) -> None:
         dialog = QFileDialog(self, "Open a sae_pc1 run folder or an SAELens SAE folder")
         dialog.setFileMode(QFileDialog.FileMode.Directory)
@@ -367,6 +387,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
+    @command("Cannot show the SAE")
     def _on_sae_chosen(self, name: str) -> None:
         if name and name != self.model.current_sae:
             self.model.select_sae(name)
@@ -384,6 +405,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         else:
             self.sort_by("feature", descending=False)
 
+    @command("Cannot sort")
     def sort_by(self, column: str, descending: bool = True) -> None:
         order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
         self.table.sortByColumn(COLUMNS.index(column), order)
@@ -391,6 +413,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
     def feature_at_row(self, row: int) -> int:
         return self.features.feature_at(row)
 
+    @command("Cannot show the feature")
     def _on_row(self, row: int) -> None:
         """A row chosen in the table opens its feature; a sort that only moves the current
         row (same feature) does not reload the page."""
@@ -399,6 +422,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.show_feature(feature)
 
     # -- the feature page ----------------------------------------------------------------------
+    @command("Cannot show the feature")
     def show_feature(self, feature: int) -> None:
         if feature < 0:
             return
@@ -432,12 +456,14 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         item.setData(Qt.ItemDataRole.UserRole, feature)
         target.addItem(item)
 
+    @command("Cannot show the feature")
     def _open_listed(self, item: QListWidgetItem) -> None:
         feature = item.data(Qt.ItemDataRole.UserRole)
         if feature is not None:
             self.show_feature(int(feature))
 
     # -- labels and notes (undoable) -----------------------------------------------------------
+    @command("Cannot label the feature")
     def _commit_note(self, field_name: str) -> None:
         if self.page is None:
             return
@@ -446,6 +472,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         if command.value != command.previous:
             self.host.push_edit(self.model.document, command, self.model)
 
+    @command("Cannot label the feature")
     def set_label(self, feature: int, text: str, field_name: str = "label") -> None:
         """Label (or annotate) a feature as the user would, through the undo stack."""
         command = self.model.note_command(feature, field_name, text)
@@ -459,6 +486,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.show_feature(feature)
 
     # -- search --------------------------------------------------------------------------------
+    @command("Cannot search")
     def search(self, text: str) -> list[tuple[int, float, int]]:
         hits = self.model.search(text)
         self.search_list.clear()
@@ -479,6 +507,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             if (self.model.run_dir / "artifacts" / f"{name}.json").is_file():
                 self.summary_box.addItem(name)
 
+    @command("Cannot show the figure")
     def _show_summary(self, name: str) -> None:
         if not name or self.model.run_dir is None:
             return
@@ -506,6 +535,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                                "decoder LM checkpoint for source 'decoder'")
         self.inputs_box.layout().addWidget(self.inputs)
 
+    @command("Cannot train")
     def run(self) -> None:
         params = self.form.submittable() if self.form is not None else None
         if params is None:
@@ -514,11 +544,20 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
         self.jobs.submit(TRAIN_METHOD, params, inputs, on_error=self._rejected)
 
+    @command("Cannot show the trained SAEs")
     def _show_trained(self, job: str, method: str, outputs: dict) -> None:
-        if self.open_path(self.host.run_dir(job)):
+        """The run's SAEs open when nothing is open, else after asking (``outputs``)."""
+        self.outputs.offer(self.host.run_dir(job), f"{method} ({job})")
+
+    def open_trained(self, run_dir: str | os.PathLike) -> bool:
+        """A training run's SAEs, their feature table in front."""
+        opened = bool(self.open_path(run_dir))
+        if opened:
             self.tabs.setCurrentWidget(self.table)
+        return opened
 
     # -- steering ------------------------------------------------------------------------------
+    @command("Cannot steer")
     def steer(self) -> None:
         """Submit ``sae_pc1.steer`` for the shown feature with the box's prompt and alpha."""
         if self.page is None:
@@ -533,6 +572,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.steer_result.setText(f"Submitting {STEER_METHOD}…")
         self.steering.submit(STEER_METHOD, params, inputs)
 
+    @command("Cannot show the steering")
     def _show_steering(self, job: str, method: str, outputs: dict) -> None:
         if "steered" not in outputs:  # the result event names files only: read the table
             table = Path(self.host.run_dir(job)) / "artifacts" / "steering.json"
@@ -576,6 +616,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.status.setText(f"Exported {target}")
         return target
 
+    @command("Export failed")
     def choose_export_path(self) -> None:
         dialog = QFileDialog(self, "Export feature dashboard")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
@@ -593,6 +634,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         dialog.open()
 
     # -- drag and drop, lifetime ---------------------------------------------------------------
+    @command("Cannot open the dropped folders")
     def open_dropped(self, paths: list[str]) -> None:
         for path in paths:
             self.open_path(path)

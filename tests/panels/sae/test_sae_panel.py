@@ -355,3 +355,45 @@ def test_steer_box_submits_the_job_and_shows_both_continuations(panel, host, dec
     label = panel.steer_result  # both continuations fit, none cut off
     assert label.height() >= label.heightForWidth(label.width())
     assert panel.table.rowCount() == 32  # the browser stayed on the decoder run
+
+
+def test_a_training_run_never_replaces_the_open_run_unasked(panel, host, run_dir, tmp_path):
+    """Issue 20, finding 6, for the SAE browser: a finished sae_pc1.train replaced the run
+    the user was labelling."""
+    import shutil
+
+    asked = []
+    panel.outputs.ask = lambda output, current, answer: asked.append((output, current, answer))
+    panel.open_path(run_dir)
+    panel.set_label(3, "rivers")
+    panel.search("river")
+    assert panel.search_list.count() > 0
+    trained = shutil.copytree(run_dir, tmp_path / "trained")
+    panel.form.set_values({"steps": 10, "d_sae": 64, "k": 4})
+    panel.run()
+    job = list(panel.jobs)[-1]
+    host.run_dir = lambda _job: str(trained)
+    host.emit(job, "job_result", outputs={})
+    ((output, current, answer),) = asked
+    assert current == run_dir.name and output.path == trained and job in output.label
+    answer(False)  # "Keep run"
+    assert panel.model.run_dir == run_dir and panel.model.label_of(3) == "rivers"
+    assert str(trained) in panel.status.text() and panel.outputs.button.isVisibleTo(panel)
+    assert panel.outputs.open_waiting()
+    assert panel.model.run_dir == trained and panel.model.label_of(3) == ""
+    assert host.history.stack.count() == 0 and panel.search_list.count() == 0
+    assert panel.tabs.currentWidget() is panel.table
+
+
+def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host, run_dir,
+                                                                    monkeypatch):
+    panel.open_path(run_dir)
+
+    def broken(*_args):
+        raise RuntimeError("no such SAE")
+
+    monkeypatch.setattr(panel.model, "note_command", broken)
+    panel.label_edit.setText("rivers")
+    panel.label_edit.editingFinished.emit()
+    assert host.errors[-1] == ("Cannot label the feature", "RuntimeError: no such SAE")
+    assert host.history.stack.count() == 0
