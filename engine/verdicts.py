@@ -124,8 +124,8 @@ def bootstrap(
         probabilities = _bca_probabilities(statistic, arrays, estimate, draws, alpha, vectorized)
     else:
         probabilities = np.array([alpha, 1 - alpha])
-    lo, hi = np.quantile(draws, probabilities) if np.all(np.isfinite(probabilities)) else (
-        math.nan, math.nan)
+    decided = np.all(np.isfinite(probabilities))
+    lo, hi = np.quantile(draws, probabilities) if decided else (math.nan, math.nan)
     label = f"{method} bootstrap ({n_resamples} resamples of {n}, seed {seed})"
     return Interval(estimate, float(lo), float(hi), level, label)
 
@@ -274,7 +274,7 @@ def _mmd2_of_labellings(kernel: np.ndarray, labels: np.ndarray, m: int) -> np.nd
     projected = labels @ kernel
     within_x = np.einsum("pi,pi->p", projected, labels) - labels @ diagonal
     across = np.einsum("pi,pi->p", projected, others)
-    within_y = np.einsum("pi,ij,pj->p", others, kernel, others) - others @ diagonal
+    within_y = np.einsum("pi,pi->p", others @ kernel, others) - others @ diagonal
     return within_x / (m * (m - 1)) + within_y / (n * (n - 1)) - 2 * across / (m * n)
 
 
@@ -413,6 +413,8 @@ class Criterion:
             object.__setattr__(self, "estimate", float(self.estimate))
         computed = self.computed_verdict()
         verdict = self.verdict or computed
+        if verdict not in VERDICTS:
+            raise ValueError(f"criterion {self.name!r}: unknown verdict {verdict!r}")
         if verdict not in (computed, INCONCLUSIVE):
             raise ValueError(f"criterion {self.name!r}: verdict {verdict!r} contradicts its "
                              f"interval and rule, which give {computed}")
@@ -602,9 +604,8 @@ def _bca_probabilities(statistic: Callable[..., Any], arrays: tuple[np.ndarray, 
     denominator = 6 * np.sum(spread**2) ** 1.5
     acceleration = np.sum(spread**3) / denominator if denominator > 0 else 0.0
     z = special.ndtri(np.array([alpha, 1 - alpha]))
-    probabilities = special.ndtr(bias + (bias + z) / (1 - acceleration * (bias + z)))
-    # Every draw on one side of the estimate: the correction is undefined, decide nothing.
-    return probabilities if np.all(np.isfinite(probabilities)) else np.array([np.nan, np.nan])
+    # NaN when every draw lies on one side of the estimate: the correction is undefined.
+    return special.ndtr(bias + (bias + z) / (1 - acceleration * (bias + z)))
 
 
 def _finite_or_none(value: float | None) -> float | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -187,12 +189,12 @@ def test_hierarchical_bootstrap_carries_the_spread_between_seeds():
     rng = np.random.default_rng(400)
     hierarchical, pooled = [], []
     mean_of_means = lambda groups: float(np.mean([g.mean() for g in groups]))
-    for k in range(150):
+    for k in range(100):
         groups = [rng.normal(rng.normal(0, 1.0), 0.3, size=6) for _ in range(12)]
-        h = v.hierarchical_bootstrap(groups, mean_of_means, n_resamples=300, seed=k)
+        h = v.hierarchical_bootstrap(groups, mean_of_means, n_resamples=250, seed=k)
         hierarchical.append(h.lo <= 0.0 <= h.hi)
         flat = v.bootstrap(np.concatenate(groups), lambda x: np.mean(x, axis=-1),
-                           method="percentile", n_resamples=300, seed=k, vectorized=True)
+                           method="percentile", n_resamples=250, seed=k, vectorized=True)
         pooled.append(flat.lo <= 0.0 <= flat.hi)
     assert np.mean(hierarchical) >= 0.88
     assert np.mean(pooled) <= 0.7
@@ -373,6 +375,8 @@ def test_criterion_refuses_malformed_shapes():
         Criterion("x", "q", 0.0, (1.0, -1.0), rule=Rule.above(0))
     with pytest.raises(ValueError, match="level"):
         Criterion("x", "q", 0.0, (0.0, 1.0), level=95, rule=Rule.above(0))
+    with pytest.raises(ValueError, match="unknown verdict"):
+        Criterion("x", "q", 0.0, (0.0, 1.0), rule=Rule.above(0), verdict="MAYBE")
     with pytest.raises(ValueError, match="aggregate"):
         v.combine("x", "q", [_leaf("a", 0, 1)], "most")
 
@@ -434,3 +438,9 @@ def test_exit_codes():
     assert [v.exit_code(x, smoke=True) for x in (PASS, FAIL, INCONCLUSIVE)] == [0, 0, 0]
     with pytest.raises(ValueError):
         v.exit_code("MAYBE")
+
+
+def test_imports_no_torch():
+    """The CLI and the GUI read verdicts; importing them must not pull in torch."""
+    code = "import sys, engine.verdicts; sys.exit('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
