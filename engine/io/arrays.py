@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 import zipfile
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import check_allocation, check_decompressed
+from engine.io.limits import check_allocation, check_decompressed, loads_json
 
 NPY_MAGIC = b"\x93NUMPY"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024
@@ -101,10 +100,7 @@ def safetensors_header(path: str | Path) -> dict:
         if length > min(SAFETENSORS_MAX_HEADER, size - 8):
             raise FormatError(path, f"safetensors header of {length} bytes does not fit in a "
                                     f"file of {size} bytes (truncated or not safetensors)")
-        try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise FormatError(path, f"damaged safetensors header ({exc})") from None
+        header = loads_json(handle.read(length), path, "safetensors header")
     if not isinstance(header, dict):
         raise FormatError(path, "safetensors header is not a JSON object")
     data_size = size - 8 - length
@@ -142,8 +138,11 @@ def _sniff_npz(path: Path, head: bytes) -> int:
 
 
 def _sniff_safetensors(path: Path, head: bytes) -> int:
+    """2 when the head is a plausible header length followed by its JSON's ``{``."""
     if len(head) >= 9 and head[8:9] == b"{":
-        return 2
+        (length,) = struct.unpack("<Q", head[:8])
+        if 2 <= length <= SAFETENSORS_MAX_HEADER:
+            return 2
     return 1 if extension_of(path) == ".safetensors" else 0
 
 

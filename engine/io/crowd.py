@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import IMAGE_PIXELS, check_allocation
+from engine.io.limits import IMAGE_PIXELS, JSON_DEPTH, check_allocation, json_depth, loads_json
 
 ETH_FRAME_RATE_HZ = 25.0  # ETH/UCY frame ids count video frames; a sample every 10 = 2.5 Hz
 MOT_FRAME_RATE_HZ = 30.0  # MOTChallenge sequences differ (14-30 Hz); assumed when unknown
@@ -642,6 +642,10 @@ def read_scene(path: str | Path) -> Scene:
         data = decoder.decode(text)
     except json.JSONDecodeError as exc:
         raise FormatError(path, f"line {exc.lineno}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        data = None  # the position-keeping decoder recurses in Python; let the limit speak
+    if data is None or json_depth(data) > JSON_DEPTH.value:
+        loads_json(text, path)  # raises the depth error naming the file and the budget
     try:
         return Scene.model_validate(data)
     except ValidationError as exc:

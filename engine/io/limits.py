@@ -121,8 +121,11 @@ def loads_json(text: str | bytes, path: str | os.PathLike, where: str = "") -> A
     except RecursionError:
         raise FormatError(path, f"{at}JSON nested too deeply to read (the limit is {limit} "
                                 f"levels; raise it with {JSON_DEPTH.env})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(path, f"{at}not valid JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, f"{at}not JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"{at}not UTF-8 JSON ({exc.reason} at byte {exc.start})"
+                          ) from None
     depth = json_depth(value)
     if depth > limit:
         raise FormatError(path, f"{at}JSON nested {depth} levels deep; the limit is {limit} "

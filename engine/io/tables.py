@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from engine.io import Format, FormatError, by_extension, extension_of
+from engine.io.limits import loads_json
 
 PARQUET_MAGIC = b"PAR1"
 
@@ -42,10 +42,7 @@ def read_jsonl_records(path: Path) -> list[dict]:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise FormatError(path, f"line {number}: not JSON ({exc.msg})") from None
+            record = loads_json(line, path, f"line {number}")
             if not isinstance(record, dict):
                 raise FormatError(path, f"line {number}: expected a JSON object")
             records.append(record)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import open_decompressed
+from engine.io.limits import loads_json, open_decompressed
 
 GZIP_MAGIC = b"\x1f\x8b"
 GROUP_KEYS = ("transcript", "conversation", "dialogue_id", "conversation_id")
@@ -122,9 +122,9 @@ def _json_lines(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[int, str
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append((number, f"not JSON ({exc.msg})"))
+            record = loads_json(line, path)
+        except FormatError as exc:
+            problems.append((number, exc.problem))
             continue
         if not isinstance(record, dict):
             problems.append((number, "expected a JSON object"))
