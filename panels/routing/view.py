@@ -324,7 +324,22 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     @user_command("Cannot save the DEF")
     def save_def(self, path: str | os.PathLike) -> bool:
-        return self._save("the DEF", self.model.save, path)
+        """Write the design as DEF. Over the open file, its edits become the file's: their
+        steps leave the history and later edits autosave against the new content, so a
+        reopen never replays the saved edits a second time onto the file that holds them."""
+        design = self.model.design
+        if design is None:
+            self.status.setText("Open a DEF first: there is no design to save.")
+            return False
+        over = Path(path).resolve() == Path(design.path).resolve()
+        if not self._save("the DEF", self.model.save, path):
+            return False
+        if over:
+            self._leave_document()
+            self.model.edited = False
+            self.status.setText(self.status.text() + "; its edits are in the file now (undo "
+                                "starts from here)")
+        return True
 
     @user_command("Cannot open the route guides")
     def load_guides(self, path: str | os.PathLike) -> bool:

@@ -214,6 +214,24 @@ def test_an_edit_that_does_not_fit_changes_nothing(small_def) -> None:
     assert wiring(model) == before and model.version == version and not model.edited
 
 
+def test_saving_over_the_open_def_then_editing_reopens_without_doubling(
+        small, history_host, small_def, make_widget) -> None:
+    """Save DEF over the open file, add another wire, reopen: the file holds the first wire
+    and the autosave replays only the second (it used to replay both: the first twice)."""
+    small.select_net("a", focus=False)
+    assert small.add_segment("metal3", (2000, 5000), (6000, 5000))
+    assert small.save_def(small_def)
+    assert "undo starts" in small.status.text()
+    assert not history_host.history.stack.canUndo()  # the saved edit is the file's now
+    small.select_net("a", focus=False)
+    assert small.add_segment("metal3", (2000, 7000), (6000, 7000))
+    edited = wiring(small.model)
+    again = make_widget(RoutingPanel, history_host)
+    assert again.open_design(small_def, None)
+    assert wiring(again.model) == edited and history_host.errors == []
+    assert "1 saved edit(s) restored" in again.status.text()
+
+
 def test_the_issue_sequence_in_the_window_with_ctrl_z(main_window, qtbot, small_def,
                                                       tmp_path) -> None:
     """As reported, in the whole window: pick a wire, drag it, Ctrl+Z, Delete picked, Ctrl+Z,
