@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.atomic import append_jsonl, to_jsonable, write_atomic, write_json_atomic
 from engine.plots import PLOT_KINDS
+from engine.scrub import scrub
 
 PROGRESS_INTERVAL_S = 1 / 30  # at most ~30 progress updates a second reach clients
 LOG_FLUSH_INTERVAL_S = 1 / 30
@@ -39,8 +40,12 @@ class JobContext:
         seed: int = 0,
         device: str = "cpu",
         cache_root: str | os.PathLike | None = None,
+        secrets: list[str] | None = None,
     ) -> None:
+        """``secrets``: values masked in what this context writes (metrics, JSON artifacts);
+        the worker scrubs the events ``emit`` sends."""
         self.job_id = job_id
+        self._secrets = list(secrets or [])
         self.output_dir = Path(output_dir)
         self.seed = seed
         self.device = device
@@ -72,7 +77,8 @@ class JobContext:
         """Record one step. Every call lands in metrics.jsonl; clients get ~30 a second."""
         metrics = {k: _plain_number(v) for k, v in metrics.items()}
         if metrics:
-            append_jsonl(self._metrics_path, {"step": step, "t": time.time(), **metrics})
+            append_jsonl(self._metrics_path, scrub({"step": step, "t": time.time(), **metrics},
+                                                   self._secrets))
         event = {"type": "job_progress", "step": step, "total": total, "metrics": metrics}
         now = time.monotonic()
         if now - self._last_progress_s >= PROGRESS_INTERVAL_S or (total and step >= total):
@@ -121,7 +127,8 @@ class JobContext:
             meta = {"shape": list(array.shape), "dtype": str(array.dtype), **meta}
         else:
             relative = f"artifacts/{name}.json"
-            write_json_atomic(self.output_dir / relative, to_jsonable(value))
+            write_json_atomic(self.output_dir / relative, scrub(to_jsonable(value),
+                                                                self._secrets))
         self._emit({"type": "job_artifact", "name": name, "kind": kind, "path": relative,
                     "meta": to_jsonable(meta)})
         return relative

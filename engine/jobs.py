@@ -20,6 +20,7 @@ from engine import __version__, protocol
 from engine.atomic import to_jsonable
 from engine.executors.base import Executor, JobRequest
 from engine.registry import get_method
+from engine.scrub import scrub, secret_values
 from engine.workspace import Workspace
 
 Publish = Callable[[dict], None]
@@ -43,6 +44,7 @@ class Submission:
     inputs: dict[str, str]
     seed: int
     notes: list[str]
+    secrets: list[str] = field(default_factory=list, repr=False)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class _Job:
     started_s: float = field(default_factory=time.monotonic)
     outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list, repr=False)
 
 
 class JobManager:
@@ -120,7 +123,7 @@ class JobManager:
         input_paths = self._resolve_inputs(spec.inputs, inputs)
         notes = self._read_inputs(spec.inputs, input_paths)
         return Submission(method, params, resolved.model_dump(mode="json"), input_paths,
-                          check_seed(seed), notes)
+                          check_seed(seed), notes, secret_values(resolved))
 
     def enqueue(self, submission: Submission, executor: Executor | None = None) -> str:
         """Record a prepared submission as a run and queue it on ``executor``."""
@@ -129,7 +132,8 @@ class JobManager:
         run_id = self.workspace.create_run(
             submission.method, submission.resolved, submission.seed, cluster=executor.cluster,
             provenance=provenance(executor.describe()) | {"inputs": submission.inputs})
-        job = _Job(run_id, submission.method, executor, notes=list(submission.notes))
+        job = _Job(run_id, submission.method, executor, notes=list(submission.notes),
+                   secrets=submission.secrets)
         self.jobs[run_id] = job
         request = JobRequest(
             id=run_id, method=submission.method, params=submission.params,
@@ -192,6 +196,7 @@ class JobManager:
     def _on_event(self, job: _Job, event: dict) -> None:
         if job.state in protocol.TERMINAL_STATES:
             return
+        event = scrub(event, job.secrets)  # again here: a remote or older worker may not
         kind = event["type"]
         content = event.get("content", {})
         if kind == "done":

@@ -96,13 +96,16 @@ def execute_job(job: dict, emit: Callable[[dict], None], threads: int,
     it) and ``None`` once it has ended."""
     try:
         from engine.registry import get_method
+        from engine.scrub import scrubbing, secret_values
 
         spec = get_method(job["method"])
         params = spec.params.model_validate(job["params"])
+        secrets = secret_values(params)
+        emit = scrubbing(emit, secrets)  # every event, reason and traceback below
         seed_everything(job["seed"])
         ctx = JobContext(job["id"], job["output_dir"], emit, seed=job["seed"],
                          device=choose_device(job.get("device", "auto")),
-                         cache_root=job.get("cache_root"))
+                         cache_root=job.get("cache_root"), secrets=secrets)
     except Exception as exc:
         emit({"type": "done", "state": "failed", "reason": f"{type(exc).__name__}: {exc}",
               "traceback": traceback.format_exc()})

@@ -93,11 +93,19 @@ def fail(ctx: JobContext, params: FailParams, inputs: dict) -> dict:
 
 class SecretParams(MethodParams):
     api_key: Secret = Field(description="a key the job uses but never writes down")
+    echo: bool = Field(False, description="act as an endpoint that echoes the key back: log "
+                                          "it, save it and fail with it in the message")
 
 
 def use_secret(ctx: JobContext, params: SecretParams, inputs: dict) -> dict:
-    """Proves a secret reaches the method in clear and nowhere else."""
-    return {"key_length": len(params.api_key.get_secret_value())}
+    """Proves a secret reaches the method in clear and nowhere else, even when the method
+    (like a chat endpoint's error body) repeats it."""
+    key = params.api_key.get_secret_value()
+    if params.echo:
+        ctx.log(f"endpoint said: bad key {key}")
+        ctx.save_artifact("reply", {"error": f"invalid api key {key}"})
+        raise RuntimeError(f"401 from endpoint: {{'error': 'invalid api key {key}'}}")
+    return {"key_length": len(key)}
 
 
 def _spec(id_: str, title: str, params: type[MethodParams], run, **extra) -> MethodSpec:
