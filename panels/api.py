@@ -65,4 +65,9 @@ class PanelHost(Protocol):
         """The panel left ``document`` (opened another, closed it): its steps leave the undo
         history, nothing is reverted, and its autosaved edits stay for when it is reopened."""
 
+    def document_saved(self, document: str) -> None:
+        """The panel wrote ``document``'s file with its edits in it (saved over the file it
+        opened): the steps leave the history and the autosave is dropped, so reopening the
+        file never offers or replays edits it already holds."""
+
     def show_error(self, title: str, message: str) -> None: ...

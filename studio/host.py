@@ -84,6 +84,10 @@ class StudioHost:
         """Takes the document's steps off the window's undo stack (its autosave stays)."""
         self.history.forget(document)
 
+    def document_saved(self, document: str) -> None:
+        """The panel saved ``document`` over its own file: its edits are in the file now."""
+        self.history.document_saved(document)
+
     def show_error(self, title: str, message: str) -> None:
         self._window.show_error(title, message)
 

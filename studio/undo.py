@@ -192,6 +192,19 @@ class EditHistory(QObject):
         replayed = self._settle(document, found, model, decode) if fresh else 0
         return len(saved) + replayed
 
+    def document_saved(self, document: str) -> None:
+        """The panel wrote ``document``'s file with its edits in it (Save over the opened
+        file): the edits are the file's now, so their steps leave the history and their
+        autosave is dropped; later edits are keyed by the new content. Without this, reopening
+        the file would offer (or replay) edits it already holds."""
+        if self.workspace is None:
+            self.forget(document)
+            return
+        found, _fresh = self._identify(document)
+        self.forget(document)
+        self.workspace.drop_document(found.key)
+        log.info("%s saved with its edits: autosave %s dropped", document, found.key)
+
     def saved_edits(self, document: str) -> list[dict]:
         """The document's autosaved commands (JSON), as ``restore`` would replay them."""
         if self.workspace is None:

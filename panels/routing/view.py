@@ -335,7 +335,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if not self._save("the DEF", self.model.save, path):
             return False
         if over:
-            self._leave_document()
+            saved = getattr(self.host, "document_saved", None)  # hosts without a history
+            if self._document is not None and callable(saved):
+                saved(self._document)
             self.model.edited = False
             self.status.setText(self.status.text() + "; its edits are in the file now (undo "
                                 "starts from here)")

@@ -137,6 +137,9 @@ class FakeHost:
     def forget_edits(self, document: str) -> None:
         self.forgotten.append(document)
 
+    def document_saved(self, document: str) -> None:
+        self.forgotten.append(document)  # its steps leave the history
+
     def panel_for(self, path) -> str | None:
         from studio.panel_registry import PanelRegistry
 
@@ -172,6 +175,9 @@ class HistoryHost(FakeHost):
     def forget_edits(self, document: str) -> None:
         super().forget_edits(document)
         self.history.forget(document)
+
+    def document_saved(self, document: str) -> None:
+        self.history.document_saved(document)
 
     def edit_group(self, label: str):
         return self.history.group(label)

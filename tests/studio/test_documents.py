@@ -177,3 +177,27 @@ def test_a_document_that_rewrites_its_file_finds_its_edits_after_a_crash(
     crashed.stack.undo()
     crashed.stack.undo()
     assert again.data == SceneModel().data
+
+
+def test_a_document_saved_over_its_file_never_offers_its_edits_again(qapp, workspace,
+                                                                      tmp_path) -> None:
+    """Save over the opened file, reopen: the edits are in the file, nothing to replay."""
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    history = EditHistory(workspace)
+    model = opened(history, path)
+    triage(history, model)
+    model.export_smiles(path)  # the panel writes the triaged set over the file it opened
+    history.document_saved(model.document)
+    assert history.stack.count() == 0
+    saved = state(model)
+
+    asked: list[SavedEditsConflict] = []
+    again = EditHistory(workspace)
+    again.ask = lambda conflict, answer: asked.append(conflict)
+    reopened = opened(again, path)
+    assert not asked and again.stack.count() == 0
+    assert [entry.smiles for entry in reopened.entries] == [smiles for smiles, _ in saved]
+    again.push(reopened.document, reopened.flagging(0, "flagged"), reopened)
+    again.forget(reopened.document)
+    assert opened(EditHistory(workspace), path).entries[0].flag == "flagged"
