@@ -199,7 +199,8 @@ def kill_runs(count: int, folder: Path, tally: Tally, seed: int) -> None:
             tally.made += made
             tally.restored += min(restored, made) if restored >= 0 else 0
             tally.in_flight += max(0, restored - made)
-            if restored < made or restored > made + 1 or report.get("errors"):
+            if restored < made or restored > made + 1 or report.get("errors") \
+                    or report.get("asked"):
                 tally.notes.append(f"{label}: {made} edit(s) made, {restored} restored; "
                                    f"{report}")
             print(f"{label}: {made} made, {restored} restored", flush=True)
@@ -389,7 +390,15 @@ async def reopen_scenario(window, files: list[str], expect: list[str]) -> None:
         if on_disk != len(editor.model.scene.obstacles):
             window.errors.append(("scene", f"{on_disk} obstacles in the file, "
                                            f"{len(editor.model.scene.obstacles)} shown"))
-    report({"restored": restored, "errors": window.errors})
+    report({"restored": restored, "errors": window.errors, "asked": open_questions()})
+
+
+def open_questions() -> list[str]:
+    """The message boxes the app is showing (a question about saved edits, say)."""
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    return [f"{box.windowTitle()}: {box.text()}" for box in QApplication.topLevelWidgets()
+            if isinstance(box, QMessageBox) and box.isVisible()]
 
 
 def main(argv: list[str]) -> int:
