@@ -68,7 +68,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self._document: str | None = None  # the file whose edits are on the undo history
         self._build()
         self.model.events.connect("loaded", self._show_transcripts)
-        self.model.events.connect("selected", lambda index: self._show_turns())
+        self.model.events.connect("selected", self._on_selected)
         self.model.events.connect("turn_changed", self._on_turn_changed)
         self.jobs = PanelJobs(host, self.run_status.setText, on_result=self._on_result,
                               on_artifact=self._on_artifact)
@@ -219,6 +219,14 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.transcript_list.blockSignals(False)
 
     @command("Cannot show the transcript")
+    def _on_selected(self, index: int) -> None:
+        """The chosen transcript: marked in the list (also when the model chose it: a file
+        opened, a search hit) and its turns in the table."""
+        self.transcript_list.blockSignals(True)
+        self.transcript_list.setCurrentRow(index)
+        self.transcript_list.blockSignals(False)
+        self._show_turns()
+
     def _on_transcript_row(self, row: int) -> None:
         if 0 <= row < len(self.model.transcripts) and row != self.model.current:
             self.model.select(row)
@@ -327,7 +335,6 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         transcript, turn = self.model.hits[self._hit_index]
         if transcript != self.model.current:
             self.model.select(transcript)
-            self.transcript_list.setCurrentRow(transcript)
         self.turns_table.setCurrentCell(turn, COL_CONTENT)
 
     # -- runs ----------------------------------------------------------------------------

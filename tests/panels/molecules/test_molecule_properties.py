@@ -8,10 +8,8 @@ window's real undo history and autosave, and after every step checks that
   JSON, the way autosave keeps them);
 - the entry being edited, and the grid's and table's current rows, exist;
 
-and at the end that undoing everything gives the file as read. "Reopen" opens the same file
-again in the panel (a fresh read; the autosaved edits are replayed through
-``host.restore_edits``); "restart" does it in a new panel on a new history over the same
-workspace, as after quitting. The "ci" profile runs 25 derandomized examples (~10 s here)."""
+and at the end that undoing everything gives the file as read (reopen and restart: see
+``tests.panels.edit_sessions``). The "ci" profile runs 25 derandomized examples (~5 s here)."""
 
 from __future__ import annotations
 
@@ -23,7 +21,7 @@ from hypothesis import strategies as st
 
 from panels.molecules.model import FLAGS, MoleculeSetModel, decode
 from panels.molecules.view import MoleculesPanel
-from tests.panels.conftest import HistoryHost, close_widget
+from tests.panels.edit_sessions import EditSession, check_history
 
 SMILES = ["CCO ethanol", "c1ccccc1O phenol", "[Na+].[O-]C(=O)C acetate", "CCN ethylamine"]
 REFERENCE = "c1ccccc1C(=O)O benzoic\nCCCCCC hexane\n"  # small: the default one takes seconds
@@ -67,47 +65,21 @@ def selection_problem(panel: MoleculesPanel) -> str | None:
     return None
 
 
-class Session:
-    """The panel and host a history runs in; ``restart`` replaces both."""
+def act(panel: MoleculesPanel, action: tuple) -> None:
+    """One user action, through the panel's own handlers."""
+    name, *args = action
+    if name == "select":
+        panel.select_row(args[0])
+    elif name == "mark":
+        panel.set_flag(args[0])
+    elif name == "edit":
+        panel.apply_edit(args[0])
+    elif name == "standardise":
+        panel.standardise()
 
-    def __init__(self, folder: Path, path: Path) -> None:
-        self.folder, self.path = folder, path
-        self.host: HistoryHost
-        self.panel: MoleculesPanel
-        self._start()
 
-    def _start(self) -> None:
-        self.host = HistoryHost(self.folder / "runs", self.folder / "workspace")
-        self.host.history.on_error = lambda title, message: self.host.errors.append(
-            (title, message))
-        self.panel = MoleculesPanel(self.host)
-        assert self.panel.load_reference(self.folder / "reference.smi")
-        assert self.panel.open_file(self.path)
-
-    def close(self) -> None:
-        close_widget(self.panel)
-
-    def act(self, action: tuple) -> None:
-        """One user action, through the panel's own handlers."""
-        name, *args = action
-        panel = self.panel
-        if name == "select":
-            panel.select_row(args[0])
-        elif name == "mark":
-            panel.set_flag(args[0])
-        elif name == "edit":
-            panel.apply_edit(args[0])
-        elif name == "standardise":
-            panel.standardise()
-        elif name == "undo":
-            self.host.undo()
-        elif name == "redo":
-            self.host.redo()
-        elif name == "reopen":
-            assert panel.open_file(self.path)
-        elif name == "restart":
-            self.close()
-            self._start()
+def open_set(panel: MoleculesPanel, path: Path) -> bool:
+    return panel.load_reference(path.parent / "reference.smi") and panel.open_file(path)
 
 
 @given(st.lists(ACTIONS, min_size=4, max_size=25))
@@ -117,19 +89,6 @@ def test_molecule_edit_histories_keep_the_set_and_the_selection_true(qapp, actio
         path = folder / "set.smi"
         path.write_text("\n".join(SMILES) + "\n")
         (folder / "reference.smi").write_text(REFERENCE)
-        session = Session(folder, path)
-        try:
-            for step, action in enumerate(actions):
-                session.act(action)
-                where = f"after step {step} {action}"
-                host, panel = session.host, session.panel
-                assert host.errors == [], f"{where}: {host.errors}"
-                assert selection_problem(panel) is None, f"{where}: {selection_problem(panel)}"
-                applied = host.history.applied(panel.model.document)
-                assert state(panel.model) == fresh_read(path, applied), where
-            while session.host.history.stack.canUndo():
-                session.host.undo()
-            assert state(session.panel.model) == fresh_read(path)
-            assert selection_problem(session.panel) is None
-        finally:
-            session.close()
+        session = EditSession(folder, MoleculesPanel, lambda panel: open_set(panel, path))
+        check_history(session, actions, act, state,
+                      lambda commands: fresh_read(path, commands), selection_problem)
