@@ -178,3 +178,39 @@ def test_random_scene_edit_histories_keep_file_history_and_selection_true(qapp, 
             assert read_scene(saved).model_dump(mode="json") == editor.model.data
         finally:
             close_widget(editor)
+
+
+def test_undo_clears_or_follows_the_selection_and_a_gone_box_is_refused(qapp, tmp_path):
+    """Select an added box, undo its adding: the selection is cleared (not left on a box that
+    is gone); a drag of that box is refused with a message and no undo step; undoing the
+    removal of a box before the selected one keeps the selection on the same box."""
+    path = tmp_path / "scene.json"
+    path.write_text(json.dumps(SCENE))
+    host = HistoryHost(tmp_path / "runs", tmp_path / "workspace")
+    editor = open_editor(host)
+    try:
+        editor.open_scene(path)
+        editor.tool_box.setCurrentText("Obstacle")
+        editor.click(-4.0, -4.0)
+        editor.tool_box.setCurrentText("Select")
+        editor.click(-4.0, -4.0)
+        assert editor.selection == ("obstacles", 0)
+        host.undo()
+        assert editor.selection is None
+        steps = host.history.stack.count()
+        assert not editor.drag_box("obstacles", 0, (0.0, 0.0), (1.0, 1.0))
+        assert "does not exist" in host.errors[-1][1] and "refused" in editor.status.text()
+        assert host.history.stack.count() == steps and editor.model.scene.obstacles == []
+
+        editor.tool_box.setCurrentText("Building")
+        editor.click(-4.0, 6.0)  # buildings[1], after the scene's own buildings[0]
+        editor.tool_box.setCurrentText("Select")
+        editor.click(4.0, 5.0)
+        editor.delete_selection()  # buildings[0] goes; the new one becomes buildings[0]
+        editor.click(-4.0, 6.0)
+        assert editor.selection == ("buildings", 0)
+        host.undo()  # buildings[0] is back: the selected building is buildings[1] again
+        assert editor.selection == ("buildings", 1)
+        assert editor.model.scene.buildings[1].center == (-4.0, 6.0)
+    finally:
+        close_widget(editor)

@@ -133,3 +133,30 @@ def test_random_track_edit_histories_keep_tracks_history_and_pick_true(qapp, ope
                 assert state(panel) == (path, xy, "")
         finally:
             close_widget(panel)
+
+
+def test_reopening_or_switching_tracks_keeps_one_step_per_edit(qapp, tmp_path):
+    """Reopened, the tracks get their edits back once (not once more on top of the steps
+    still there); opened instead of other tracks, they carry none of those tracks' steps;
+    moving a person the tracks lack is refused with a message and no step."""
+    from engine.methods import c2r
+    from panels.crowd.view import CrowdPanel
+
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+    host = HistoryHost(tmp_path / "runs", tmp_path / "workspace")
+    host._params.update({spec.id: spec.params for spec in c2r.SPECS})
+    panel = CrowdPanel(host)
+    try:
+        panel.open_file(tmp_path / "a.csv")
+        panel.move_waypoint(1, 1, (9.0, 9.0))
+        panel.edit_prompt("dusk")
+        panel.open_file(tmp_path / "a.csv")
+        assert host.history.stack.count() == 2 and panel.model.prompt == "dusk"
+        assert panel.model.waypoint(1, 1) == (9.0, 9.0)
+        panel.open_file(tmp_path / "b.csv")
+        assert host.history.stack.count() == 0 and panel.model.prompt == ""
+        assert not panel.move_waypoint(4, 0, (1.0, 1.0))
+        assert "pedestrian 4" in host.errors[-1][1] and host.history.stack.count() == 0
+    finally:
+        close_widget(panel)
