@@ -49,12 +49,18 @@ operations = st.one_of(
 )
 
 
-def open_editor(host):
+def open_editor(folder: Path):
+    """A scene editor over a history host in ``folder``, editing ``SCENE`` in scene.json."""
     from panels.crowd.scene_editor import SceneEditor
 
-    return SceneEditor(host, run_in_pool=lambda work, done, failed: done(work()),
-                       current_frame=lambda: 0, show_tracks=lambda tracks: None,
-                       render=lambda path: None)
+    path = folder / "scene.json"
+    path.write_text(json.dumps(SCENE))
+    host = HistoryHost(folder / "runs", folder / "workspace")
+    editor = SceneEditor(host, run_in_pool=lambda work, done, failed: done(work()),
+                         current_frame=lambda: 0, show_tracks=lambda tracks: None,
+                         render=lambda path: None)
+    editor.open_scene(path)
+    return editor, host, path
 
 
 def perform(editor, operation: tuple, folder: Path) -> None:
@@ -142,12 +148,8 @@ def check(editor, host, expected: ExpectedHistory, folder: Path) -> None:
 def test_random_scene_edit_histories_keep_file_history_and_selection_true(qapp, operations):
     with tempfile.TemporaryDirectory() as tmp, escaped_exceptions() as escaped:
         folder = Path(tmp)
-        path = folder / "scene.json"
-        path.write_text(json.dumps(SCENE))
-        host = HistoryHost(folder / "runs", folder / "workspace")
-        editor = open_editor(host)
+        editor, host, path = open_editor(folder)
         try:
-            editor.open_scene(path)
             original = editor.model.data
             expected = ExpectedHistory(original)
             for operation in operations:
@@ -184,12 +186,8 @@ def test_undo_clears_or_follows_the_selection_and_a_gone_box_is_refused(qapp, tm
     """Select an added box, undo its adding: the selection is cleared (not left on a box that
     is gone); a drag of that box is refused with a message and no undo step; undoing the
     removal of a box before the selected one keeps the selection on the same box."""
-    path = tmp_path / "scene.json"
-    path.write_text(json.dumps(SCENE))
-    host = HistoryHost(tmp_path / "runs", tmp_path / "workspace")
-    editor = open_editor(host)
+    editor, host, _ = open_editor(tmp_path)
     try:
-        editor.open_scene(path)
         editor.tool_box.setCurrentText("Obstacle")
         editor.click(-4.0, -4.0)
         editor.tool_box.setCurrentText("Select")

@@ -38,6 +38,20 @@ operations = st.one_of(
 )
 
 
+def open_panel(folder: Path):
+    """A crowd panel over a history host in ``folder``, showing a.csv (b.csv beside it)."""
+    from engine.methods import c2r
+    from panels.crowd.view import CrowdPanel
+
+    for name, text in FILES.items():
+        (folder / name).write_text(text)
+    host = HistoryHost(folder / "runs", folder / "workspace")
+    host._params.update({spec.id: spec.params for spec in c2r.SPECS})
+    panel = CrowdPanel(host)
+    panel.open_file(folder / "a.csv")
+    return panel, host
+
+
 def state(panel) -> tuple:
     tracks = panel.model.tracks
     return tracks.path, tracks.xy.tolist(), panel.model.prompt
@@ -90,18 +104,10 @@ def check(panel, host, expected: ExpectedHistory) -> None:
 
 @given(st.lists(operations, max_size=16))
 def test_random_track_edit_histories_keep_tracks_history_and_pick_true(qapp, operations):
-    from engine.methods import c2r
-    from panels.crowd.view import CrowdPanel
-
     with tempfile.TemporaryDirectory() as tmp, escaped_exceptions() as escaped:
         folder = Path(tmp)
-        for name, text in FILES.items():
-            (folder / name).write_text(text)
-        host = HistoryHost(folder / "runs", folder / "workspace")
-        host._params.update({spec.id: spec.params for spec in c2r.SPECS})
-        panel = CrowdPanel(host)
+        panel, host = open_panel(folder)
         try:
-            panel.open_file(folder / "a.csv")
             expected = ExpectedHistory(state(panel))
             read = {str(folder / "a.csv"): state(panel)}
             saved: dict[str, list] = {}  # each document's applied steps, as autosaved
@@ -139,16 +145,8 @@ def test_reopening_or_switching_tracks_keeps_one_step_per_edit(qapp, tmp_path):
     """Reopened, the tracks get their edits back once (not once more on top of the steps
     still there); opened instead of other tracks, they carry none of those tracks' steps;
     moving a person the tracks lack is refused with a message and no step."""
-    from engine.methods import c2r
-    from panels.crowd.view import CrowdPanel
-
-    for name, text in FILES.items():
-        (tmp_path / name).write_text(text)
-    host = HistoryHost(tmp_path / "runs", tmp_path / "workspace")
-    host._params.update({spec.id: spec.params for spec in c2r.SPECS})
-    panel = CrowdPanel(host)
+    panel, host = open_panel(tmp_path)
     try:
-        panel.open_file(tmp_path / "a.csv")
         panel.move_waypoint(1, 1, (9.0, 9.0))
         panel.edit_prompt("dusk")
         panel.open_file(tmp_path / "a.csv")
