@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 import zipfile
 from pathlib import Path
@@ -103,18 +104,59 @@ def safetensors_header(path: str | Path) -> dict:
         header = loads_json(handle.read(length), path, "safetensors header")
     if not isinstance(header, dict):
         raise FormatError(path, "safetensors header is not a JSON object")
-    data_size = size - 8 - length
+    _check_tensors(path, header, size - 8 - length)
+    return header
+
+
+# Bits per element of each safetensors dtype.
+SAFETENSORS_DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16,
+    "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "F64": 64, "I64": 64,
+    "U64": 64, "C64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}
+
+
+def _check_tensors(path: Path, header: dict, data_size: int) -> None:
+    """Each tensor's dtype is a safetensors dtype, its shape's size matches its byte range,
+    and the ranges tile the data without gaps or overlaps: a header that claims 10^12
+    parameters in a 4 KB file is refused here, before anything trusts it."""
+    spans = []
     for name, entry in header.items():
         if name == "__metadata__":
             continue
         try:
             start, end = entry["data_offsets"]
+            dtype, shape = entry["dtype"], entry["shape"]
+            valid = (isinstance(start, int) and isinstance(end, int) and isinstance(shape, list)
+                     and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                             for d in shape))
         except (KeyError, TypeError, ValueError):
-            raise FormatError(path, f"tensor {name!r} has no valid data_offsets") from None
+            valid = False
+        if not valid:
+            raise FormatError(path, f"tensor {name!r} lacks a valid dtype, shape or "
+                                    "data_offsets")
+        if dtype not in SAFETENSORS_DTYPE_BITS:
+            raise FormatError(path, f"tensor {name!r} has the unknown dtype {dtype!r} "
+                                    f"(safetensors has {', '.join(SAFETENSORS_DTYPE_BITS)})")
         if not 0 <= start <= end <= data_size:
             raise FormatError(path, f"tensor {name!r} lies past the end of the file "
                                     "(truncated)")
-    return header
+        count = math.prod(shape)
+        needed = -(-count * SAFETENSORS_DTYPE_BITS[dtype] // 8)
+        if needed != end - start:
+            raise FormatError(path, f"tensor {name!r} claims shape {shape} of {dtype} "
+                                    f"({count:,} values, {needed:,} bytes) but holds "
+                                    f"{end - start:,} bytes")
+        spans.append((start, end, name))
+    position = 0
+    for start, end, name in sorted(spans):
+        if start != position:
+            problem = "overlaps another" if start < position else "leaves a gap before it"
+            raise FormatError(path, f"tensor {name!r} {problem} (bytes {start}-{end})")
+        position = end
+    if position != data_size:
+        raise FormatError(path, f"{data_size - position:,} bytes after the last tensor belong "
+                                "to none")
 
 
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:

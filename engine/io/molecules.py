@@ -469,9 +469,10 @@ def read_xyz_frames(path: str | Path) -> tuple[list[XyzFrame], list[tuple[str, s
                 break
             parts = lines[number].split()
             try:
-                if len(parts) < 4:
+                coordinates = [float(part) for part in parts[1:4]]
+                if len(parts) < 4 or not all(map(math.isfinite, coordinates)):
                     raise ValueError
-                atoms.append((parts[0].capitalize(), *map(float, parts[1:4])))
+                atoms.append((parts[0].capitalize(), *coordinates))
             except ValueError:
                 bad = (f"line {number + 1}", f"expected 'element x y z', got "
                                              f"{lines[number][:40]!r}")
@@ -694,6 +695,8 @@ def _pdb_atom(line: str) -> Atom:
         residue_number = int(line[22:26])
     except ValueError:
         raise ValueError("coordinates or numbers are not numeric") from None
+    if not all(math.isfinite(v) for v in (x, y, z)):
+        raise ValueError(f"coordinates are not finite ({x}, {y}, {z})")
     name = line[12:16].strip()
     element = line[76:78].strip() if len(line) >= 78 else ""
     b_factor = float(line[60:66]) if len(line) >= 66 and line[60:66].strip() else 0.0

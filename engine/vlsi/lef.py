@@ -7,6 +7,7 @@ cells and a design view needs a few pin shapes. Geometry stays in microns, as LE
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,9 +214,20 @@ class _Tokens:
 
     def number(self, token: str) -> float:
         try:
-            return float(token)
+            value = float(token)
         except ValueError:
             raise self.error(f"expected a number, found {token!r}") from None
+        if not math.isfinite(value):
+            raise self.error(f"expected a finite number, found {token!r}")
+        return value
+
+    def positive(self, token: str, what: str) -> float:
+        """A number that must be above zero (a pitch or width of 0 or less parses but
+        describes no layer a router could use)."""
+        value = self.number(token)
+        if value <= 0:
+            raise self.error(f"{what} must be positive, found {token}")
+        return value
 
     def line(self, back: int = 1) -> int:
         index = min(max(self.i - back, 0), len(self.tokens) - 1)
@@ -287,7 +299,7 @@ def _block(t: _Tokens, name: str, start: int, kind: str):
 def _parse_units(lef: Lef, t: _Tokens) -> None:
     for statement in _block(t, "UNITS", t.line(), "UNITS"):
         if statement[:2] == ["DATABASE", "MICRONS"] and len(statement) == 3:
-            lef.dbu_per_micron = int(t.number(statement[2]))
+            lef.dbu_per_micron = int(t.positive(statement[2], "DATABASE MICRONS"))
 
 
 def _parse_layer(lef: Lef, t: _Tokens) -> None:
@@ -300,9 +312,9 @@ def _parse_layer(lef: Lef, t: _Tokens) -> None:
         elif key == "DIRECTION" and values:
             layer.direction = values[0]
         elif key == "PITCH" and values:
-            layer.pitch = t.number(values[0])
+            layer.pitch = t.positive(values[0], f"LAYER {name} PITCH")
         elif key == "WIDTH" and values:
-            layer.width = t.number(values[0])
+            layer.width = t.positive(values[0], f"LAYER {name} WIDTH")
         elif key == "OFFSET" and values:
             layer.offset = t.number(values[0])
         elif key == "SPACING" and len(values) == 1:

@@ -282,3 +282,16 @@ def test_real_design_with_an_undefined_layer(gcd_paths, gcd_lef, tmp_path):
         read_def(bad, gcd_lef)
     with pytest.raises(VlsiError, match="no such file|cannot read"):
         read_lef(tmp_path / "missing.lef")
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    ("PITCH 0.2 ;", "PITCH 0 ;", "LAYER m1 PITCH must be positive, found 0"),
+    ("WIDTH 0.1 ;\nEND m1", "WIDTH -0.1 ;\nEND m1", "LAYER m1 WIDTH must be positive"),
+    ("PITCH 0.2 ;", "PITCH nan ;", "expected a finite number, found 'nan'"),
+])
+def test_lef_values_that_parse_but_describe_no_layer_are_refused_with_the_line(old, new,
+                                                                                problem):
+    broken = TECH.replace(old, new, 1)
+    line = _line_of(broken, new.split("\n")[0])
+    with pytest.raises(VlsiError, match=rf"^tech.lef: line {line}: {problem}"):
+        parse_lef(broken, "tech.lef")
