@@ -339,6 +339,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     # -- runs ----------------------------------------------------------------------------
 
+    @command("Cannot list the methods")
     def refresh_methods(self) -> None:
         available = [m for m in self.host.methods() if m["id"] in FORM_METHODS]
         self._schemas = {m["id"]: m.get("params_schema") or {} for m in available}
@@ -348,6 +349,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.method_box.blockSignals(False)
         self._show_form(self.method_box.currentText())
 
+    @command("Cannot show the method's form")
     def _show_form(self, method: str) -> None:
         schema = self._schemas.get(method)
         self.run_button.setEnabled(schema is not None)

@@ -692,6 +692,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.placeholder_3d.hide()
         return True
 
+    @command("Cannot show the 3-D structure")
     def show_3d(self) -> None:
         """Build the current entry's scene off the GUI thread (an ETKDG conformer for a
         molecule), while the 3-D tab is shown."""
@@ -1118,6 +1119,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _scaffold_chosen(self, item: int) -> None:
         self.filter_scaffold(self.scaffold_box.itemData(item))
 
+    @command("Cannot filter by scaffold")
     def filter_scaffold(self, scaffold: str | None) -> None:
         """Show only one scaffold's molecules (``None``: all of them)."""
         self.model.filter_scaffold(scaffold)
@@ -1222,6 +1224,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             f"nearest reference: {nearest[0]} (Tanimoto {nearest[2]:.2f})\n{nearest[1]}"
             if nearest else "")
 
+    @command("Cannot draw the histogram")
     def draw_histogram(self) -> None:
         """Only while the Histograms tab is shown (it computes a descriptor per molecule)."""
         if self.tabs.currentIndex() != TAB_HISTOGRAMS:

@@ -515,6 +515,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.summary_plot.set_spec(json.loads(path.read_text()), {"artifact": name})
 
     # -- training ------------------------------------------------------------------------------
+    @command("Cannot show the training form")
     def refresh_methods(self) -> None:
         method = next((m for m in self.host.methods() if m["id"] == TRAIN_METHOD), None)
         schema = None if method is None else method.get("params_schema")
