@@ -125,6 +125,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     workspace = _workspace(args)
+    workspace.finish_orphans("engine died")  # a killed `run` or engine left them running
     records = workspace.runs(args.method, args.state, args.limit)
     if args.json:
         _print_json(records)
@@ -277,6 +278,8 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
     from engine.registry import UnknownMethod
 
     workspace = _workspace(args)
+    workspace.finish_orphans("engine died")
+    workspace.remove_dead_temp_files()
     try:
         executor = make_executor(args.cluster, workers=1,
                                  threads_per_worker=args.threads or os.cpu_count() or 1)

@@ -28,6 +28,12 @@ log = logging.getLogger("studio.engine")
 HELLO_TIMEOUT_S = 5.0
 PARENT_POLL_S = 1.0
 MAX_CLIENT_BACKLOG_BYTES = 64 * 1024 * 1024
+# Before the token is checked a connection may hold little: a small stream buffer (frames
+# after hello are read with readexactly, which is not bound by it), a small hello frame, and
+# only so many such connections at once.
+STREAM_BUFFER_BYTES = 64 * 1024
+MAX_HELLO_BYTES = 64 * 1024
+MAX_UNAUTHENTICATED = 16
 
 
 class _Client:
@@ -60,20 +66,24 @@ class EngineServer:
         self.clients: set[_Client] = set()
         self.jobs = JobManager(workspace, executor, self._broadcast, device=device)
         self._stopped = asyncio.Event()
+        self._unauthenticated = 0
 
     def _broadcast(self, message: dict) -> None:
         for client in list(self.clients):
             client.send(message)
 
     async def serve(self, on_listening=None) -> None:
-        orphans = self.workspace.fail_orphans("engine died")
+        orphans = self.workspace.finish_orphans("engine died")
         if orphans:
             log.info("marked %d run(s) of a dead engine as failed", len(orphans))
+        leftovers = self.workspace.remove_dead_temp_files()
+        if leftovers:
+            log.info("removed %d temp file(s) of killed writes", len(leftovers))
         await self.executor.start()
         old_umask = os.umask(0o177)
         try:
             server = await asyncio.start_unix_server(
-                self._handle, path=self.socket_path, limit=protocol.MAX_FRAME_BYTES + 16)
+                self._handle, path=self.socket_path, limit=STREAM_BUFFER_BYTES)
         finally:
             os.umask(old_umask)
         os.chmod(self.socket_path, 0o600)
@@ -109,10 +119,18 @@ class EngineServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         client = _Client(writer)
+        if self._unauthenticated >= MAX_UNAUTHENTICATED:
+            client.send(protocol.envelope(protocol.ERROR, protocol.error_content(
+                "busy", "too many connections are waiting to authenticate")))
+            writer.close()
+            return
+        self._unauthenticated += 1
         try:
-            hello = await asyncio.wait_for(protocol.read_message(reader), HELLO_TIMEOUT_S)
-            token = str(hello["content"].get("token", ""))
-            if hello["type"] != protocol.HELLO or not hmac.compare_digest(token, self.token):
+            try:
+                hello = await asyncio.wait_for(_read_hello(reader), HELLO_TIMEOUT_S)
+            finally:
+                self._unauthenticated -= 1
+            if hello["type"] != protocol.HELLO or not self._token_matches(hello["content"]):
                 client.send(protocol.envelope(protocol.ERROR, protocol.error_content(
                     "unauthorized", "a valid token is required"), parent=hello.get("id")))
                 return
@@ -131,6 +149,13 @@ class EngineServer:
             with contextlib.suppress(Exception):
                 await writer.drain()
             writer.close()
+
+    def _token_matches(self, content: dict) -> bool:
+        """Compared as UTF-8 bytes: any token, ASCII or not, is an answer, never a crash."""
+        token = content.get("token", "")
+        if not isinstance(token, str):
+            return False
+        return hmac.compare_digest(token.encode("utf-8", "replace"), self.token.encode())
 
     def _welcome(self) -> dict:
         return {"protocol": protocol.PROTOCOL_VERSION, "engine": __version__,
@@ -203,3 +228,11 @@ class EngineServer:
             error = getattr(exc, "error", None) or {"type": type(exc).__name__,
                                                      "message": str(exc), "traceback": ""}
             reply(protocol.ERROR, {"error": error})
+
+
+async def _read_hello(reader: asyncio.StreamReader) -> dict:
+    """The first frame, which may not exceed ``MAX_HELLO_BYTES``."""
+    (length,) = protocol.HEADER.unpack(await reader.readexactly(protocol.HEADER.size))
+    if length > MAX_HELLO_BYTES:
+        raise protocol.ProtocolError(f"hello frame of {length} bytes exceeds {MAX_HELLO_BYTES}")
+    return protocol.decode_body(await reader.readexactly(length))

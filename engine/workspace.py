@@ -11,6 +11,7 @@ Layout (CONTRACT.md, "Workspace")::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -192,6 +193,41 @@ class Workspace:
         for run_id in ids:
             self.set_state(run_id, "failed", reason)
         return ids
+
+    def finish_orphans(self, reason: str) -> list[str]:
+        """``fail_orphans``, and each such run gets the ``result.json`` its dead engine never
+        wrote (a run folder always ends with one)."""
+        ids = self.fail_orphans(reason)
+        for run_id in ids:
+            if not (self.run_dir(run_id) / "result.json").exists():
+                record = self.run(run_id)
+                self.write_result(run_id, {
+                    "run_id": run_id, "method": record["method"], "state": "failed",
+                    "reason": reason, "traceback": "", "outputs": {},
+                    "elapsed_s": (record["ended"] or 0) - (record["started"] or
+                                                           record["created"])})
+        return ids
+
+    def remove_dead_temp_files(self) -> list[Path]:
+        """Temp files (``.<name>.*.tmp``, engine.atomic) that a killed write left in the
+        folders of finished runs, and in the cache when over an hour old; a live run's
+        writes are left alone."""
+        with self._connect() as db:
+            live = {row["id"] for row in db.execute(
+                "SELECT id FROM runs WHERE state IN ('queued', 'running', 'cancelling')")}
+        removed = []
+        for tmp in (self.root / "runs").glob("*/**/.*.tmp"):
+            run_id = tmp.relative_to(self.root / "runs").parts[0]
+            if run_id not in live:
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        hour_ago = time.time() - 3600
+        for tmp in self.cache_root.glob("**/.*.tmp"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < hour_ago:
+                    tmp.unlink()
+                    removed.append(tmp)
+        return removed
 
     def delete_run(self, run_id: str) -> None:
         import shutil

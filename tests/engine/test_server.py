@@ -13,6 +13,7 @@ import pytest
 
 from engine import protocol
 from engine.client import EngineClient, EngineError
+from engine.server import MAX_HELLO_BYTES, MAX_UNAUTHENTICATED
 from tests.engine.conftest import connect
 
 
@@ -228,6 +229,40 @@ def test_intruders_and_garbage_do_not_harm_the_engine(engine_process):
 
     run(still_serving())
     assert engine_process.process.poll() is None
+
+
+def test_non_ascii_token_and_crowds_of_strangers_are_refused_with_a_frame(engine_process):
+    def raw_connection() -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.settimeout(5)
+        sock.connect(engine_process.socket_path)
+        return sock
+
+    sock = raw_connection()
+    protocol.send_blocking(sock, protocol.envelope("hello", {"token": "jeton-é-" * 4}))
+    reply = protocol.recv_blocking(sock)
+    assert reply["type"] == "error" and reply["content"]["error"]["type"] == "unauthorized"
+    # a hello frame too large to be a hello is not buffered: the connection is dropped
+    sock = raw_connection()
+    sock.sendall((MAX_HELLO_BYTES + 1).to_bytes(4, "big") + b"x" * 1024)
+    assert sock.recv(1024) == b""
+    # strangers holding connections open: one past the cap is told so and closed
+    idle = [raw_connection() for _ in range(MAX_UNAUTHENTICATED)]
+    time.sleep(0.5)
+    extra = raw_connection()
+    reply = protocol.recv_blocking(extra)
+    assert reply["type"] == "error" and reply["content"]["error"]["type"] == "busy"
+    for sock in idle:
+        sock.close()
+    time.sleep(0.5)
+
+    async def still_serving():  # and frames far larger than the stream buffer still pass
+        session = await connect(engine_process)
+        job = await session.client.submit("diag.echo", {"message": "x" * 8_000_000})
+        assert (await session.wait_terminal(job))["content"]["state"] == "succeeded"
+        await session.client.close()
+
+    run(still_serving())
 
 
 def test_client_without_token_cannot_connect(engine_process):
