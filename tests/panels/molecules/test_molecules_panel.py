@@ -373,3 +373,24 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, files
     panel.flag_box.activated.emit(1)  # "accepted", as a click would
     assert panel.host.errors[-1] == ("Cannot mark the molecule", "RuntimeError: stale index")
     assert panel.host.history.stack.count() == 0 and panel.model.entries[0].flag == ""
+
+
+def test_opening_a_runs_samples_keeps_the_triaged_sets_edits_saved(history_host, make_widget,
+                                                                  files):
+    panel = make_widget(MoleculesPanel, history_host)
+    panel.load_reference(files[1])
+    panel.outputs.ask = lambda output, current, answer: answer(True)  # "Open the run's output"
+    panel.open_file(files[0])
+    panel.select_row(1)
+    panel.set_flag("rejected")
+    job = "20260101-000000-0000ff"
+    made = Path(history_host.run_dir(job)) / "generated.csv"
+    made.parent.mkdir(parents=True)
+    made.write_text("model,smiles\nkcgm,CCN\n")
+    panel.jobs.follow(job, "kcgm.calibrate")
+    history_host.emit(job, "job_result", outputs={"generated_csv": "generated.csv"})
+    assert panel.model.path == str(made) and history_host.forgotten == [f"molecules:{files[0]}"]
+    assert history_host.history.stack.count() == 0
+    panel.open_file(files[0])
+    assert panel.model.entries[1].flag == "rejected" and "1 saved edit(s) restored" in \
+        panel.status.text()
