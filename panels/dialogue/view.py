@@ -124,10 +124,11 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.tabs.addTab(self._build_figures_tab(), "Figures")
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
-        for widget, stretch in ((self.transcript_list, 1), (self.turns_table, 3),
-                                (self.tabs, 3)):
+        for widget, share in ((self.transcript_list, 2), (self.turns_table, 9),
+                              (self.tabs, 6)):  # the turns wide enough for label and note
             splitter.addWidget(widget)
-            splitter.setStretchFactor(splitter.count() - 1, stretch)
+            splitter.setStretchFactor(splitter.count() - 1, share)
+        splitter.setSizes([200, 900, 600])  # proportions until the window is laid out
         self.status = QLabel("Open a transcript file (JSONL chats, HH-RLHF pairs, per-turn CSV) "
                              "or run a simulation.")
         self.status.setWordWrap(True)
