@@ -311,9 +311,8 @@ class MoleculeSetModel:
         """The file's own columns (first appearance order, from the first 200 entries), less
         those ``value`` computes itself (an exported file carries the descriptors back)."""
         computed = {*DESCRIPTOR_NAMES, *NUMBERING_COLUMNS, PROBLEM_COLUMN}
-        own = dict.fromkeys(k for entry in self.entries[:200] for k in entry.props
-                            if k not in computed)
-        return ([PROBLEM_COLUMN] if self.inspecting else []) + list(own)
+        return list(dict.fromkeys(k for entry in self.entries[:200] for k in entry.props
+                                  if k not in computed))
 
     def value(self, index: int, name: str) -> float | str | None:
         entry = self.entries[index]

@@ -346,11 +346,13 @@ class MoleculeTableModel(QAbstractTableModel):
         self.columns = self._columns()
 
     def _columns(self) -> list[str]:
-        """Fixed columns, then the scaffold and descriptors (for molecules), then the file's
-        own columns (e.g. the antibodies' measured properties)."""
+        """Fixed columns (and why each sample is invalid, for a set opened for inspection),
+        then the scaffold and descriptors (for molecules), then the file's own columns (e.g.
+        the antibodies' measured properties)."""
+        problem = [PROBLEM_COLUMN] if self.molecules.inspecting else []
         chemistry = ["scaffold", *DESCRIPTOR_NAMES] if self.molecules.has_molecules() else []
         numbering = list(NUMBERING_COLUMNS) if self.molecules.numbering else []
-        return FIXED_COLUMNS + chemistry + numbering + self.molecules.file_columns()
+        return FIXED_COLUMNS + problem + chemistry + numbering + self.molecules.file_columns()
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.molecules.order)
@@ -1044,6 +1046,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _refresh_views(self) -> None:
         self.grid_model.refresh()
         self.table_model.refresh()
+        if self.model.inspecting:  # the reasons are the point: whole, not elided
+            self.table.resizeColumnToContents(self.table_model.columns.index(PROBLEM_COLUMN))
 
     def _on_changed(self, index: int) -> None:
         if index not in self.model.order:
