@@ -1,12 +1,14 @@
 """Property test of molecule sets (issue 20): hypothesis draws edit histories of the molecule
 panel (select a row, accept / reject / flag / unmark, edit a SMILES (valid or not),
-standardise, undo, redo, reopen the file, restart the app) on a small SMILES file, through the
-window's real undo history and autosave, and after every step checks that
+standardise, sort by a column, search a SMARTS, undo, redo, reopen the file, restart the app)
+on a small SMILES file, through the window's real undo history and autosave, and after every
+step checks that
 
 - nothing raised and nothing was reported as an error (a bad SMILES is only refused);
 - the set equals a fresh read of the file with the history's applied edits replayed (as their
   JSON, the way autosave keeps them);
-- the entry being edited, and the grid's and table's current rows, exist;
+- the entry being edited, the grid's and table's current rows, the display order and the
+  search hits refer to entries that exist;
 
 and at the end that undoing everything gives the file as read (reopen and restart: see
 ``tests.panels.edit_sessions``). The "ci" profile runs 25 derandomized examples (~5 s here)."""
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from PySide6.QtCore import Qt
 
 from panels.molecules.model import FLAGS, MoleculeSetModel, decode
 from panels.molecules.view import MoleculesPanel
@@ -33,6 +36,8 @@ ACTIONS = st.one_of(
     st.tuples(st.just("mark"), st.sampled_from(FLAGS)),
     st.tuples(st.just("edit"), st.sampled_from(EDITS)),
     st.tuples(st.just("standardise")),
+    st.tuples(st.just("sort"), st.sampled_from(("#", "SMILES", "flag", "MolWt")), st.booleans()),
+    st.tuples(st.just("search"), st.sampled_from(("", "c1ccccc1", "[OX2H]", "N"))),
     st.tuples(st.just("undo")), st.tuples(st.just("undo")),
     st.tuples(st.just("redo")),
     st.tuples(st.just("reopen")),
@@ -58,6 +63,10 @@ def selection_problem(panel: MoleculesPanel) -> str | None:
     count = len(panel.model.entries)
     if not -1 <= panel._current < count:
         return f"editing entry {panel._current} of {count}"
+    if sorted(panel.model.order) != list(range(count)):
+        return f"the display order {panel.model.order} is not the {count} entries"
+    if any(not 0 <= index < count for index in panel.model.hits):
+        return f"search hits {sorted(panel.model.hits)} beyond the {count} entries"
     for name, view in (("grid", panel.grid), ("table", panel.table)):
         row = view.currentIndex().row()
         if row >= view.model().rowCount():
@@ -76,6 +85,12 @@ def act(panel: MoleculesPanel, action: tuple) -> None:
         panel.apply_edit(args[0])
     elif name == "standardise":
         panel.standardise()
+    elif name == "sort":  # a click on a table header
+        order = Qt.SortOrder.DescendingOrder if args[1] else Qt.SortOrder.AscendingOrder
+        panel.table.sortByColumn(panel.table_model.columns.index(args[0]), order)
+    elif name == "search":
+        panel.smarts_edit.setText(args[0])
+        panel.smarts_edit.returnPressed.emit()
 
 
 def open_set(panel: MoleculesPanel, path: Path) -> bool:
