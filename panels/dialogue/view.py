@@ -282,9 +282,9 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         if self._filling or item.column() not in EDIT_COLUMNS:
             return
         try:
-            command = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
-            if command.value != command.previous:
-                self.host.push_edit(self.model.document, command, self.model)
+            edit = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
+            if edit.value != edit.previous:
+                self.host.push_edit(self.model.document, edit, self.model)
         finally:  # refused or not, the cells show what the turn holds
             self._show_turn_cells(item.row())
 
