@@ -37,7 +37,7 @@ class EditSession:
         self.host.history.on_error = lambda title, message: self.host.errors.append(
             (title, message))
         self.panel = self._make_panel(self.host)
-        assert self._open_document(self.panel)
+        assert self._open_document(self.panel), f"not opened: {self.host.errors}"
 
     def close(self) -> None:
         close_widget(self.panel)
@@ -48,7 +48,7 @@ class EditSession:
         elif name == "redo":
             self.host.redo()
         elif name == "reopen":
-            assert self._open_document(self.panel)
+            assert self._open_document(self.panel), f"not reopened: {self.host.errors}"
         elif name == "restart":
             self.close()
             self._start()
