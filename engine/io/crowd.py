@@ -446,7 +446,9 @@ def frame_folder_info(path: str | Path) -> VideoInfo:
     try:
         with Image.open(images[0]) as image:
             width, height = image.size
-    except (OSError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError:
+        raise IMAGE_PIXELS.refuse(images[0], None, "a decompression bomb") from None
+    except OSError as exc:
         raise FormatError(images[0], f"not a readable image ({exc})") from None
     IMAGE_PIXELS.check(images[0], width * height, f"{width}x{height} is")
     return VideoInfo(len(images), width, height, FOLDER_FRAME_RATE_HZ)
