@@ -271,12 +271,16 @@ class MainWindow(QMainWindow):
         user reads the welcome page: on the main thread the first plot would freeze the
         window for a second (pyqtgraph's import), in a thread it costs a few milliseconds of
         stall. Import order is safe: Python's import locks make a main-thread import of the
-        same module wait for this one."""
+        same module wait for this one. PySide's types are made on this thread first (their lazy
+        creation is not thread-safe: ``studio.qt_types``)."""
+        from studio.qt_types import resolve_then
+
         def prewarm() -> None:
             _import_all(["panels.widgets.plot_view", *self.panels.factory_modules()])
 
-        self.run_in_thread(prewarm, on_done=lambda _: self.runs_dock.prepare_plot(),
-                           on_error=lambda exc: log.warning("prewarming failed: %s", exc))
+        resolve_then(lambda: self.run_in_thread(
+            prewarm, on_done=lambda _: self.runs_dock.prepare_plot(),
+            on_error=lambda exc: log.warning("prewarming failed: %s", exc)))
 
     def restart_engine(self) -> None:
         self.status("Restarting the engine")
