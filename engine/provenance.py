@@ -116,6 +116,11 @@ def write(path: str | Path, data: bytes, provenance: dict) -> Path:
         return write_bytes_atomic(target, embed_png(data, provenance))
     if suffix == ".svg":
         return write_bytes_atomic(target, embed_svg(data.decode("utf-8"), provenance).encode())
+    if suffix == ".pdf":
+        try:
+            return write_bytes_atomic(target, embed_pdf(data, provenance))
+        except ValueError:  # no classic trailer to update: the record goes beside it
+            pass
     written = write_bytes_atomic(target, data)
     write_sidecar(target, provenance)
     return written
@@ -150,6 +155,33 @@ def embed_svg(svg: str, provenance: dict) -> str:
     return svg[:found.end()] + element + svg[found.end():]
 
 
+def embed_pdf(data: bytes, provenance: dict) -> bytes:
+    """The PDF with an incremental update whose document information holds the record in
+    ``Subject`` (what ``pdf_metadata`` gives matplotlib), for PDFs drawn by Qt. Needs a
+    classic trailer (``ValueError`` otherwise: cross-reference streams are not rewritten)."""
+    trailer = data.rfind(b"trailer")
+    start = data.rfind(b"startxref")
+    if trailer < 0 or start < trailer:
+        raise ValueError("no classic PDF trailer")
+    size = re.search(rb"/Size\s+(\d+)", data[trailer:start])
+    root = re.search(rb"/Root\s+(\d+\s+\d+\s+R)", data[trailer:start])
+    previous = re.search(rb"startxref\s+(\d+)", data[start:])
+    if not (size and root and previous):
+        raise ValueError("an incomplete PDF trailer")
+    number = int(size.group(1))
+    text = json.dumps(provenance, sort_keys=True, default=str)
+    literal = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+    body = data if data.endswith(b"\n") else data + b"\n"
+    info_at = len(body)
+    info = (f"{number} 0 obj\n<< /Creator (Studio) /Subject ({literal}) >>\nendobj\n"
+            ).encode("latin-1")
+    xref_at = info_at + len(info)
+    update = (f"xref\n{number} 1\n{info_at:010d} 00000 n \ntrailer\n<< /Size {number + 1} "
+              f"/Root {root.group(1).decode()} /Info {number} 0 R "
+              f"/Prev {previous.group(1).decode()} >>\nstartxref\n{xref_at}\n%%EOF\n")
+    return body + info + update.encode("latin-1")
+
+
 def pdf_metadata(provenance: dict) -> dict[str, str]:
     """The document information matplotlib writes into a PDF (``savefig(metadata=...)``)."""
     return {"Creator": "Studio", "Subject": json.dumps(provenance, sort_keys=True, default=str)}
@@ -169,7 +201,7 @@ def read(path: str | Path) -> dict | None:
         elif suffix == ".svg":
             found = _svg_record(target.read_text(encoding="utf-8", errors="replace"))
         elif suffix == ".pdf":
-            found = _first_record(pdf_info_strings(target.read_bytes(), "Subject"))
+            found = _first_record(reversed(pdf_info_strings(target.read_bytes(), "Subject")))
     except OSError:
         return None
     sidecar = target.with_name(target.name + SIDECAR_SUFFIX)
