@@ -173,6 +173,33 @@ class DialogueModel:
                 add(turn.role or "turn", x, turn_belief(turn.meta))
         return series
 
+    # -- provenance ----------------------------------------------------------------------
+
+    def metric_keys(self) -> list[str]:
+        """The per-turn numbers the current transcript's belief plot draws (``BELIEF_KEYS``
+        and the sides of a simulated dialogue), in the order the plot prefers them."""
+        transcript = self.transcript
+        present = {key for turn in (transcript.turns if transcript else [])
+                   for key, value in turn.meta.items() if _finite(value)}
+        return [key for key in (*BELIEF_KEYS, *SIDE_KEYS) if key in present]
+
+    def view_state(self, turn: int | None = None) -> dict:
+        """What a figure or an export of this file shows, for its provenance: the file's
+        layout and skipped lines, the transcript and turn selected, the metric plotted."""
+        if self.file is None:
+            return {}
+        transcript = self.transcript
+        state: dict = {"layout": self.file.layout, "transcripts": len(self.transcripts),
+                       "skipped_lines": [line for line, _ in self.file.problems],
+                       "metric": self.metric_keys()}
+        if transcript is not None:
+            state.update(transcript=transcript.id, transcript_index=self.current,
+                         turns=len(transcript.turns))
+            if turn is not None and 0 <= turn < len(transcript.turns):
+                state.update(selected_turn=turn, selected_role=transcript.turns[turn].role,
+                             selected_belief=turn_belief(transcript.turns[turn].meta))
+        return state
+
     # -- export --------------------------------------------------------------------------
 
     def write_prefix(self, path: str | os.PathLike, turn: int) -> Path:

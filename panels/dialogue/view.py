@@ -5,7 +5,8 @@ Left, the transcripts of the open file. Middle, the chosen transcript's turns wi
 label and note cells are editable and every change goes through ``host.push_edit``. Right,
 tabs: the per-turn belief plot (the selected turn is marked on it), the method form (the
 engine's ``scicl.*`` methods), and the figures the runs made. Exports: the figure shown (PNG,
-SVG; PDF through the engine), the transcripts (JSONL) and the per-turn metrics (CSV).
+SVG, PDF drawn for the page at the chosen resolution), the transcripts (JSONL) and the
+per-turn metrics (CSV), each with its provenance (in the figure, beside the data files).
 """
 
 from __future__ import annotations
@@ -35,13 +36,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import provenance
 from engine.io.transcripts import Turn
 from panels.dialogue.model import DialogueModel, decode, turn_belief
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
+from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema import errors_from_message
 from panels.widgets.schema_form import SchemaForm
 
@@ -445,34 +448,76 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     # -- export --------------------------------------------------------------------------
 
     def current_plot(self) -> PlotSpecView:
-        return self.figure_plot if self.tabs.currentIndex() == TAB_FIGURES else self.belief_plot
+        """The plot in front (Ctrl+E writes it), its provenance brought up to what it shows."""
+        plot = self.figure_plot if self.tabs.currentIndex() == TAB_FIGURES else self.belief_plot
+        plot.provenance = self.figure_provenance()
+        return plot
+
+    def figure_provenance(self) -> dict:
+        """Where the figure in front came from: a run's figure names the run and its spec
+        file; the belief plot names the transcript file (path, hash), the transcript and
+        turn selected and the metric drawn."""
+        label = self.figure_list.currentItem().text() if self.figure_list.currentItem() \
+            else ""
+        if self.tabs.currentIndex() == TAB_FIGURES and label in self.figures:
+            job, artifact = self.figures[label]
+            run_dir = Path(self.host.run_dir(job))
+            run = provenance.run_entry(run_dir)
+            run.update(run_id=job, method=run["method"] or self.jobs[job])
+            return provenance.record([run_dir / artifact.get("path", "")],
+                                     {"panel": "dialogue", "figure": label,
+                                      "artifact": artifact.get("name")}, [run])
+        return self._data_provenance({"panel": "dialogue", "figure": "per-turn belief",
+                                      **self.model.view_state(self.turns_table.currentRow())})
+
+    def _data_provenance(self, view: dict) -> dict:
+        """A record naming the open transcript file, and the run that wrote it if any."""
+        path = Path(self.model.file.path) if self.model.file is not None else None
+        run_dir = _run_folder(path) if path is not None else None
+        return provenance.record([path] if path is not None else [], view,
+                                 [provenance.run_entry(run_dir)] if run_dir else [])
+
+    def info_line(self) -> str:
+        """The line a figure's caption repeats: file, transcript, selected turn, metric."""
+        state = self.model.view_state(self.turns_table.currentRow())
+        if not state:
+            return ""
+        parts = [Path(self.model.file.path).name]
+        if "transcript" in state:
+            parts.append(f"transcript {state['transcript']} ({state['turns']} turns)")
+        if "selected_turn" in state:
+            belief = state["selected_belief"]
+            parts.append(f"turn {state['selected_turn']} ({state['selected_role']}"
+                         + (f", {belief:.3f})" if belief is not None else ")"))
+        if state["metric"]:
+            parts.append("metric " + ", ".join(state["metric"]))
+        return " · ".join(parts)
 
     @command("Export failed")
-    def export_figure(self, path: str | os.PathLike) -> None:
-        """PNG/SVG here; PDF rendered by the engine (``figure.export``)."""
-        plot, target = self.current_plot(), Path(path)
-        fmt = target.suffix.lstrip(".").lower()
-        if fmt in LOCAL_EXPORT_FORMATS:
-            self._report_export(lambda: plot.export(target), target)
-        elif fmt == "pdf":
-            self.host.request("figure.export", {"spec": plot.spec(), "path": str(target),
-                                                "provenance": plot.provenance},
-                              on_reply=lambda reply: self.status.setText(
-                                  f"Exported {reply.get('path', target)}"),
-                              on_error=lambda message: self.host.show_error(
-                                  "Export failed", message))
-        else:
-            self.host.show_error("Export failed", f"{target}: choose .png, .svg or .pdf")
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path:
+        """The plot in front, drawn for the page at ``dpi`` as PNG, SVG or PDF, with its
+        provenance inside and, when asked, the information line as its caption."""
+        plot = self.current_plot()
+        written = export_widget(plot, ExportChoice(Path(path), dpi, caption), plot.provenance,
+                                self.info_line())
+        self.status.setText(f"Exported {written}")
+        return written
 
     def export_transcripts(self, path: str | os.PathLike) -> None:
-        self._report_export(lambda: self.model.export_jsonl(path), Path(path))
+        self._export_data(lambda: self.model.export_jsonl(path), Path(path), "transcripts")
 
     def export_metrics(self, path: str | os.PathLike) -> None:
-        self._report_export(lambda: self.model.export_metrics_csv(path), Path(path))
+        self._export_data(lambda: self.model.export_metrics_csv(path), Path(path),
+                          "per-turn metrics")
 
-    def _report_export(self, write, target: Path) -> None:
+    def _export_data(self, write, target: Path, what: str) -> None:
+        """Write a data file, then its ``.provenance.json`` sidecar: the source file and the
+        edits' state (every transcript, labels and notes as edited)."""
         try:
             write()
+            provenance.write_sidecar(target, self._data_provenance(
+                {"panel": "dialogue", "export": what, **self.model.view_state()}))
         except Exception as exc:  # a full disk or a bad folder must not close the panel
             self.host.show_error("Export failed", f"{target}: {exc}")
             return
@@ -480,12 +525,10 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     @command("Cannot export the figure")
     def choose_figure_path(self) -> None:
-        shell_dialog = getattr(self.host, "export_plot", None)
-        if callable(shell_dialog):
-            shell_dialog(self.current_plot())
-            return
-        self._ask_path("Export figure", "Figures (*.png *.svg *.pdf)", "png",
-                       self.export_figure)
+        """The export dialog (file, resolution, caption), then ``export_figure``."""
+        choice = ask_export(self, "Export figure", "beliefs.png", self.info_line())
+        if choice is not None:
+            self.export_figure(choice.path, choice.dpi, choice.caption)
 
     def _ask_path(self, title: str, name_filter: str, suffix: str, then) -> None:
         dialog = QFileDialog(self, title)
@@ -502,6 +545,15 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.jobs.close()
         self._unsubscribe()
         super().closeEvent(event)
+
+
+def _run_folder(path: Path) -> Path | None:
+    """The run folder a file was written in (``<run>/params.json`` within two levels up:
+    ``<run>/transcript.jsonl``, ``<run>/artifacts/…``), else ``None``."""
+    for folder in list(path.resolve().parents)[:3]:
+        if (folder / "params.json").is_file():
+            return folder
+    return None
 
 
 def _cell_text(turn: Turn, column: int) -> str:

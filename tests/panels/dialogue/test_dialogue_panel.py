@@ -304,3 +304,80 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host,
     assert panel.status.text() == "Cannot edit the turn: RuntimeError: index out of date"
     assert "Cannot edit the turn" in caplog.text and host.history.stack.count() == 0
     assert panel.turns_table.item(1, COL_LABEL).text() == ""  # the cell shows the turn again
+
+
+def scored_file(tmp_path: Path) -> Path:
+    path = tmp_path / "scored.jsonl"
+    rows = [{"transcript": "d", "role": r, "content": f"t{i}", "belief": 0.1 * i}
+            for i, r in enumerate(["user", "assistant"] * 3)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_a_figure_names_the_file_transcript_turn_and_metric(panel, tmp_path, suffix):
+    """Issue 21: dialogue figures carried only {"exported_by", "studio_version"}."""
+    from engine import provenance
+    from engine.content import content_hash
+
+    path = scored_file(tmp_path)
+    panel.open_file(path)
+    panel.turns_table.setCurrentCell(3, 2)
+    written = panel.export_figure(tmp_path / f"beliefs.{suffix}", dpi=192, caption=True)
+    record = provenance.read(written)
+    (source,) = record["sources"]
+    assert source["path"] == str(path.resolve()) and source["hash"] == content_hash(path)
+    view = record["view"]
+    assert view["transcript"] == "d" and view["selected_turn"] == 3
+    assert view["selected_role"] == "assistant" and view["metric"] == ["belief"]
+    assert view["dpi"] == 192 and view["skipped_lines"] == []
+    if suffix == "png":  # drawn for the page: twice the on-screen pixels
+        from PySide6.QtGui import QImage
+
+        image = QImage(str(written))
+        assert image.width() == 2 * panel.belief_plot.width()
+
+
+def test_ctrl_e_plot_carries_the_provenance_of_what_it_shows(panel, tmp_path):
+    """The shell's Ctrl+E exports ``current_plot()`` with the plot's provenance."""
+    from engine import provenance
+
+    panel.open_file(scored_file(tmp_path))
+    panel.turns_table.setCurrentCell(1, 2)
+    plot = panel.current_plot()
+    assert plot.provenance["view"]["selected_turn"] == 1
+    plot.export(tmp_path / "ctrl-e.png")
+    assert provenance.read(tmp_path / "ctrl-e.png")["view"]["transcript"] == "d"
+
+
+def test_a_run_figure_names_its_run(panel, host, tmp_path):
+    from engine import provenance
+
+    panel.run()
+    job = next(iter(panel.jobs))
+    run_dir = Path(host.run_dir(job))
+    (run_dir / "artifacts").mkdir(parents=True, exist_ok=True)
+    (run_dir / "params.json").write_text(json.dumps(
+        {"method": "scicl.simulate", "params": {"turns": 150}, "seed": 7}))
+    (run_dir / "artifacts" / "trajectories.json").write_text(json.dumps(
+        {"kind": "plot", "title": "t", "series": [
+            {"name": "b_a", "x": [0, 1], "y": [0, 1], "style": "line"}]}))
+    host.emit(job, "job_artifact", name="trajectories", kind="plot",
+              path="artifacts/trajectories.json", meta={})
+    record = provenance.read(panel.export_figure(tmp_path / "run.png"))
+    assert record["runs"] == [{"run_id": job, "method": "scicl.simulate",
+                               "params": {"turns": 150}, "seed": 7}]
+    assert record["sources"][0]["path"].endswith("trajectories.json")
+
+
+def test_data_exports_get_provenance_sidecars(panel, transcripts, tmp_path):
+    from engine import provenance
+
+    panel.open_file(transcripts)
+    panel.export_transcripts(tmp_path / "out.jsonl")
+    panel.export_metrics(tmp_path / "out.csv")
+    for name in ("out.jsonl", "out.csv"):
+        record = json.loads((tmp_path / f"{name}.provenance.json").read_text())
+        assert record == provenance.read(tmp_path / name)
+        assert record["sources"][0]["path"] == str(transcripts.resolve())
+        assert record["view"]["skipped_lines"] == [2] and record["view"]["transcripts"] == 4
