@@ -479,11 +479,15 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.scaffold_box.activated.connect(self._scaffold_chosen)
         self.diversity_label = QLabel("")
         self.diversity_label.setToolTip("mean pairwise Tanimoto distance (Morgan r2, 2048 bits)")
+        # Two rows: one would need ~1350 px and widen a 1280 px window.
         for widget in (self.open_button, self.antibodies_button, self.reference_button,
-                       self.smarts_edit, self.hits_label, self.scaffold_box, self.property_box,
-                       self.run_box, self.run_button, self.export_grid_button,
-                       self.export_set_button):
+                       self.scaffold_box, self.property_box, self.run_box, self.run_button):
             bar.addWidget(widget)
+        bar.addStretch(1)
+        search_row = QHBoxLayout()
+        search_row.addWidget(self.smarts_edit, 1)
+        for widget in (self.hits_label, self.export_grid_button, self.export_set_button):
+            search_row.addWidget(widget)
 
         self.grid_model = MoleculeGridModel(self.model, self.cache)
         self.grid = QListView()
@@ -559,6 +563,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.status.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addLayout(bar)
+        layout.addLayout(search_row)
         layout.addWidget(splitter, 1)
         self.outputs = RunOutputs(self, self.open_output, self._open_name, self.status.setText)
         status_row = QHBoxLayout()
@@ -587,15 +592,19 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         for widget in (self.apply_button, self.standardise_button, self.flag_box):
             row.addWidget(widget)
         self.preview = QLabel()
-        self.preview.setMinimumSize(300, 240)
+        self.preview.setMinimumSize(200, 160)  # more would make the panel taller than 800 px
         self.preview.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.nearest_label = QLabel("")
         self.nearest_label.setWordWrap(True)
+        self.nearest_smiles = QLineEdit()  # scrolls: a long SMILES has no place to wrap
+        self.nearest_smiles.setReadOnly(True)
+        self.nearest_smiles.setVisible(False)
         for widget in (self.editing_label, self.smiles_edit, self.validity_label):
             layout.addWidget(widget)
         layout.addLayout(row)
         layout.addWidget(self.preview, 1)
         layout.addWidget(self.nearest_label)
+        layout.addWidget(self.nearest_smiles)
         return editor
 
     def _build_sequence(self) -> QWidget:
@@ -1225,8 +1234,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._ensure_reference()
         nearest = self.model.nearest_reference(self._current)
         self.nearest_label.setText(
-            f"nearest reference: {nearest[0]} (Tanimoto {nearest[2]:.2f})\n{nearest[1]}"
-            if nearest else "")
+            f"nearest reference: {nearest[0]} (Tanimoto {nearest[2]:.2f})" if nearest else "")
+        self.nearest_smiles.setText(nearest[1] if nearest else "")
+        self.nearest_smiles.setCursorPosition(0)
+        self.nearest_smiles.setVisible(bool(nearest))
 
     @command("Cannot draw the histogram")
     def draw_histogram(self) -> None:

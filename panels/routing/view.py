@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
+    QGridLayout,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -166,7 +167,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         column.addWidget(self.layer_tree, 2)
         column.addWidget(QLabel("Overlays"))
         self.overlay_boxes: dict[str, QCheckBox] = {}
-        for name in OVERLAYS:
+        overlays = QGridLayout()  # two columns: one would make the panel taller than 800 px
+        for number, name in enumerate(OVERLAYS):
             box = QCheckBox(name)
             box.setChecked(self.canvas.overlay_on[name])
             box.toggled.connect(lambda on, n=name: self.set_overlay(n, on))
@@ -176,7 +178,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                                "when the LEF gives pitches (1 = full). Colours: inferno, "
                                "black = 0 up to yellow = the largest value (in the label).")
             self.overlay_boxes[name] = box
-            column.addWidget(box)
+            overlays.addWidget(box, number // 2, number % 2)
+        column.addLayout(overlays)
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Find a net (name contains…)")
         self.search_edit.textChanged.connect(self.search)

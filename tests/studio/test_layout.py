@@ -1,0 +1,106 @@
+"""Each panel, with its heaviest view open on real data, lays out inside a 1280x800 window:
+the window does not grow, every button and label lies inside it, and none cuts its text
+("Open in fMRI 4D viewe"; three crowd clips widened the window to 1971 px)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QRect
+from PySide6.QtWidgets import QAbstractButton, QAbstractScrollArea, QApplication, QLabel
+
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+NITIME_FMRI = Path(__import__("nitime").__file__).parent / "data" / "fmri1.nii.gz"
+SIZE = (1280, 800)
+
+
+def open_molecules(window, tmp_path):
+    panel = window.open_panel("molecules")
+    assert panel.open_file(DATA / "molecules" / "GNEprop_known_abx.tsv") is not False
+    panel.tabs.setCurrentIndex(panel.tabs.indexOf(panel.preview.parentWidget()))
+    panel.select_row(0)  # the editor: depiction, nearest reference and its long SMILES
+    assert panel.nearest_smiles.text()
+    return panel
+
+
+def open_routing(window, tmp_path):
+    panel = window.open_panel("routing")
+    assert panel.open_design(DATA / "vlsi" / "gcd_nangate45_route.def",
+                             DATA / "vlsi" / "Nangate45.lef")
+    panel.select_net(panel.model.design.nets[1].name)  # its statistics and checks shown
+    return panel
+
+
+def open_dialogue(window, tmp_path):
+    panel = window.open_panel("dialogue")
+    assert panel.open_file(DATA / "dialogue" / "hh-rlhf_harmless-base_test.jsonl.gz")
+    return panel
+
+
+def open_crowd(window, tmp_path):
+    panel = window.open_panel("crowd")
+    panel.open_file(DATA / "crowd" / "zara1_crowds_zara01.txt")
+    rng = np.random.default_rng(0)
+    for name in ("coarse", "generated", "real"):  # three clips side by side
+        panel.model.add_clip(name, rng.integers(0, 255, (8, 240, 320, 3), dtype=np.uint8))
+    return panel
+
+
+def open_fmri(window, tmp_path):
+    panel = window.open_panel("fmri")
+    panel.open_file(NITIME_FMRI)
+    return panel
+
+
+def open_lab(window, tmp_path):
+    return window.open_panel("lab")
+
+
+OPENERS = {"molecules": open_molecules, "routing": open_routing, "dialogue": open_dialogue,
+           "crowd": open_crowd, "fmri": open_fmri, "lab": open_lab}
+
+
+def outside_or_cut(window) -> list[str]:
+    """Buttons and labels (not inside a scrolling view) outside the window or eliding."""
+    bounds = window.rect()
+    found = []
+    for widget in window.findChildren(QAbstractButton) + window.findChildren(QLabel):
+        if not widget.isVisibleTo(window) or _scrolled(widget, window):
+            continue
+        text = widget.text().replace("&", "") if isinstance(widget, QAbstractButton) \
+            else widget.text()
+        rect = QRect(widget.mapTo(window, widget.rect().topLeft()), widget.size())
+        if not bounds.contains(rect):
+            found.append(f"{type(widget).__name__} {text!r} at {rect.getRect()}: outside")
+            continue
+        if not text or "<" in text or (isinstance(widget, QLabel) and (
+                widget.wordWrap() or not widget.pixmap().isNull())):
+            continue
+        need = widget.fontMetrics().horizontalAdvance(text.splitlines()[0]) + (
+            12 if isinstance(widget, QAbstractButton) else 0)
+        if need > widget.width():
+            found.append(f"{type(widget).__name__} {text!r}: needs {need} px, has "
+                         f"{widget.width()}")
+    return found
+
+
+def _scrolled(widget, window) -> bool:
+    parent = widget.parentWidget()
+    while parent is not None and parent is not window:
+        if isinstance(parent, QAbstractScrollArea):
+            return True
+        parent = parent.parentWidget()
+    return False
+
+
+@pytest.mark.parametrize("panel_id", sorted(OPENERS))
+def test_a_panel_lays_out_inside_1280x800(main_window, qtbot, tmp_path, panel_id) -> None:
+    main_window.resize(*SIZE)
+    OPENERS[panel_id](main_window, tmp_path)
+    for _ in range(20):
+        QApplication.processEvents()
+    qtbot.wait(300)
+    assert (main_window.width(), main_window.height()) == SIZE
+    assert outside_or_cut(main_window) == []
