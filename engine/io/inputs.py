@@ -51,8 +51,6 @@ def _notes(report: dict) -> list[str]:
             value = section.get(key)
             if isinstance(value, list):
                 notes.extend(f"{report['path']}: {item}" for item in value)
-            elif isinstance(value, str) and value:
-                notes.append(f"{report['path']}: {value}")
     return notes
 
 

@@ -8,10 +8,13 @@ from engine.io import Format, FormatError, by_extension, extension_of
 from engine.io.limits import loads_json
 
 PARQUET_MAGIC = b"PAR1"
+MAX_PROBLEMS_SHOWN = 20
 
 
-def read_table(path: str | Path):
-    """A ``pyarrow.Table``; ``FormatError`` names the file, and the line where one is known."""
+def read_table(path: str | Path, problems: list[str] | None = None):
+    """A ``pyarrow.Table``; ``FormatError`` names the file, and the line where one is known.
+    A JSON Lines line that is not a JSON object is skipped and listed in ``problems``
+    (``line N: what``); only a file with no readable line is refused."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
@@ -22,7 +25,7 @@ def read_table(path: str | Path):
         if ext == ".parquet" or _starts_with(path, PARQUET_MAGIC):
             return pq.read_table(path)
         if ext in (".jsonl", ".ndjson"):
-            return pa.Table.from_pylist(read_jsonl_records(path))
+            return pa.Table.from_pylist(read_jsonl_records(path, problems))
         delimiter = "\t" if ext in (".tsv", ".tab") else ","
         return pacsv.read_csv(path, parse_options=pacsv.ParseOptions(delimiter=delimiter))
     except FormatError:
@@ -36,16 +39,27 @@ def _starts_with(path: Path, magic: bytes) -> bool:
         return handle.read(len(magic)) == magic
 
 
-def read_jsonl_records(path: Path) -> list[dict]:
+def read_jsonl_records(path: Path, problems: list[str] | None = None) -> list[dict]:
+    """Every JSON object line; bad lines are skipped into ``problems`` (a list kept by the
+    caller, or a local one), and a file with bad lines and no good one is a ``FormatError``
+    naming the first."""
+    bad: list[str] = [] if problems is None else problems
     records = []
     with open(path, encoding="utf-8", errors="strict") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            record = loads_json(line, path, f"line {number}")
+            try:
+                record = loads_json(line, path, f"line {number}")
+            except FormatError as exc:
+                bad.append(exc.problem)
+                continue
             if not isinstance(record, dict):
-                raise FormatError(path, f"line {number}: expected a JSON object")
+                bad.append(f"line {number}: expected a JSON object")
+                continue
             records.append(record)
+    if not records and bad:
+        raise FormatError(path, f"no readable line ({bad[0]}; {len(bad)} bad lines)")
     return records
 
 
@@ -60,12 +74,17 @@ def _sniff_jsonl(path: Path, head: bytes) -> int:
 
 
 def _inspect_table(path: Path) -> dict:
+    problems: list[str] = []
     try:
-        table = read_table(path)
+        table = read_table(path, problems)
     except UnicodeDecodeError:
         raise FormatError(path, "not text (binary content in a text table)") from None
-    return {"summary": {"rows": table.num_rows, "columns": table.num_columns},
-            "metadata": {"schema": {f.name: str(f.type) for f in table.schema}}}
+    summary = {"rows": table.num_rows, "columns": table.num_columns}
+    if problems:
+        summary["skipped"] = len(problems)
+    return {"summary": summary,
+            "metadata": {"schema": {f.name: str(f.type) for f in table.schema},
+                         "problems": problems[:MAX_PROBLEMS_SHOWN]}}
 
 
 FORMATS = [

@@ -185,7 +185,7 @@ SPECS = (
          lambda p: p.write_text('{"camera": [], "ground": ' + _deep() + "}"),
          (INSPECT, ("input", "c2r.simulate", "scene"))),
     Spec("deep JSON Lines table", "logs.jsonl",
-         lambda p: p.write_text('{"a": 1}\n{"b": ' + _deep("{") + "}\n"),
+         lambda p: p.write_text(('{"b": ' + _deep("{") + "}\n") * 2),
          (INSPECT, ("input", "svan.train", "logs"))),
     Spec("deep JSON transcripts", "chats.jsonl.gz",
          lambda p: p.write_bytes(gzip.compress(('{"messages": ' + _deep() + "}\n").encode())),

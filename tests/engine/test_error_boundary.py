@@ -45,6 +45,18 @@ def test_unreadable_input_exits_2_naming_the_file(tmp_path):
     assert b"STUDIO_MAX_JSON_DEPTH" in out.stderr
 
 
+def test_a_file_with_some_bad_records_runs_with_them_listed(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    data.write_text('{"a": 1}\n{"a": \n{"a": 3}\n')
+    out = cli("run", "diag.inputs", "--input", f"data={data}", workspace=tmp_path / "ws")
+    assert out.returncode == 0, out.stderr
+    (run,) = Workspace(tmp_path / "ws").runs()
+    folder = tmp_path / "ws" / "runs" / run["id"]
+    note = f"{data}: line 2: not JSON"
+    assert note in (folder / "log.txt").read_text()
+    assert json.loads((folder / "result.json").read_text())["input_notes"][0].startswith(note)
+
+
 def test_boolean_is_not_an_integer_and_seeds_are_bounded(tmp_path):
     out = cli("run", "diag.count", "--set", "steps=true", workspace=tmp_path)
     assert out.returncode == 2 and b"steps: expected a number" in out.stderr

@@ -117,13 +117,18 @@ def test_hostile_safetensors_headers(tmp_path):
         read_safetensors(past_end)
 
 
-def test_jsonl_errors_name_the_line(tmp_path):
+def test_jsonl_bad_lines_are_skipped_and_named_and_none_readable_is_refused(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"a": 1}\n{"a": \n')
-    with pytest.raises(FormatError, match="line 2"):
-        read_table(path)
-    path.write_text('{"a": 1}\n[1, 2]\n')
-    with pytest.raises(FormatError, match="line 2: expected a JSON object"):
+    path.write_text('{"a": 1}\n{"a": \n[1, 2]\n{"a": 4}\n')
+    problems: list[str] = []
+    assert read_table(path, problems).column("a").to_pylist() == [1, 4]
+    assert problems[0].startswith("line 2: not JSON")
+    assert problems[1] == "line 3: expected a JSON object"
+    report = inspect_file(path)
+    assert report["summary"] == {"rows": 2, "columns": 1, "skipped": 2}
+    assert report["metadata"]["problems"] == problems
+    path.write_text('{"a": \n[1, 2]\n')
+    with pytest.raises(FormatError, match=r"no readable line \(line 1: not JSON"):
         read_table(path)
 
 
