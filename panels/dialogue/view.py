@@ -499,6 +499,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         """The plot in front, drawn for the page at ``dpi`` as PNG, SVG or PDF, with its
         provenance inside and, when asked, the information line as its caption."""
         plot = self.current_plot()
+        plot.flush()  # points still waiting for the next frame (the selected turn) drawn too
         written = export_widget(plot, ExportChoice(Path(path), dpi, caption), plot.provenance,
                                 self.info_line())
         self.status.setText(f"Exported {written}")

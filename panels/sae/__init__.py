@@ -9,6 +9,6 @@ MANIFEST = PanelManifest(
     factory="panels.sae.view:SAEPanel",
     formats=("sae",),
     methods=("sae_pc1.",),
-    exports=("html", "png"),
+    exports=("html", "png", "svg", "pdf", "json"),
     papers=("sae_pc1",),
 )

@@ -352,6 +352,45 @@ class SAEBrowserModel:
     def label_of(self, feature: int) -> str:
         return self.notes.get(self.current_sae, {}).get(feature, {}).get("label", "")
 
+    # -- provenance ----------------------------------------------------------------------------
+    @property
+    def sae_folder(self) -> Path | None:
+        """The shown SAE's checkpoint folder (the bare folder itself when no run is open)."""
+        if self.sae is None:
+            return None
+        return Path(self.sae.path)
+
+    def training_runs(self) -> list[dict]:
+        """The run that trained the shown SAE, as its ``cfg.json`` names it (id, method,
+        params, seed), else as the run folder's ``params.json`` does; [] when neither."""
+        cfg = self.sae.cfg if self.sae is not None else {}
+        named = cfg.get("provenance") or {}
+        if named.get("runs"):  # a run without params.json: the method its cfg.json names
+            method = (cfg.get("studio") or {}).get("method")
+            return [{**run, "method": run.get("method") or method} for run in named["runs"]]
+        if self.run_dir is not None and (self.run_dir / "params.json").is_file():
+            from engine import provenance
+
+            return [provenance.run_entry(self.run_dir)]
+        return []
+
+    def provenance_sources(self) -> list[Path]:
+        """The files an export of the shown SAE is made from: its checkpoint and, in a run,
+        its feature table."""
+        sources = [self.sae_folder] if self.sae_folder is not None else []
+        if self.run_dir is not None:
+            table = self.run_dir / "artifacts" / f"{self.current_sae}-features.json"
+            if table.is_file():
+                sources.append(table)
+        return sources
+
+    def labels_json(self) -> dict:
+        """The labels and notes of the shown SAE's features, as the labels export writes."""
+        notes = self.notes.get(self.current_sae, {})
+        return {"sae": self.current_sae, "run": str(self.run_dir) if self.run_dir else None,
+                "features": [{"feature": feature, **dict(sorted(fields.items()))}
+                             for feature, fields in sorted(notes.items()) if fields]}
+
     # -- export --------------------------------------------------------------------------------
     def dashboard_html(self, feature: int) -> str:
         """A self-contained HTML page for one feature (Neuronpedia-style dashboard)."""

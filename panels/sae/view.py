@@ -8,8 +8,9 @@ files, the user's own text, a decoder LM checkpoint). Right, the feature page: l
 activation histogram, decoder neighbours and the best match in every other seed; for a run on
 the decoder LM also the tokens the feature promotes (logit lens) and a Steer box that runs
 ``sae_pc1.steer`` through the host and shows the continuation with and without the feature
-added. The search box answers "which features fire here" for a word. Exports: a feature
-dashboard as HTML or PNG.
+added. The search box answers "which features fire here" for a word. Exports, each with its
+provenance (run, SAE, features): a feature dashboard as a figure drawn for the page (PNG, SVG,
+PDF) or HTML, the labels and notes (JSON), the SAE folder with its labels.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -49,11 +51,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.atomic import write_bytes_atomic
+from engine import provenance
+from engine.atomic import write_bytes_atomic, write_json_atomic
+from panels.sae.dashboard import FeatureDashboard
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.images import save_widget_png
+from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
@@ -211,8 +215,13 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Which features fire on… (a word)")
         self.search_edit.returnPressed.connect(lambda: self.search(self.search_edit.text()))
-        self.export_button = QPushButton("Export dashboard…")
-        self.export_button.clicked.connect(self.choose_export_path)
+        self.export_button = QPushButton("Export")
+        menu = QMenu(self.export_button)
+        menu.addAction("Feature dashboard (figure or web page)…", self.choose_export_path)
+        menu.addAction("Labels and notes (JSON)…", lambda: self._choose_save(
+            "Export feature labels", "JSON (*.json)", "json", self.export_labels))
+        menu.addAction("SAE with labels (SAELens folder)…", self._choose_sae_folder)
+        self.export_button.setMenu(menu)
         for widget in (self.open_button, self.sae_box, self.search_edit, self.export_button):
             bar.addWidget(widget)
 
@@ -602,37 +611,110 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             self.refresh_methods()
 
     # -- export --------------------------------------------------------------------------------
-    def export_dashboard(self, path: str | os.PathLike) -> Path:
-        """The current feature's dashboard: .html (self-contained) or .png (the page)."""
+    def export_provenance(self, view: dict) -> dict:
+        """A record naming the shown SAE (its checkpoint and feature table by path and hash),
+        the run that trained it (id, method, params, seed) and ``view``."""
+        return provenance.record(self.model.provenance_sources(),
+                                 {"panel": "sae", "run_folder": str(self.model.run_dir),
+                                  "sae": self.model.current_sae, **view},
+                                 self.model.training_runs())
+
+    def info_line(self) -> str:
+        """The page's title and measures: what a dashboard's caption repeats."""
+        return f"{self.title_label.text()} · {self.stats_label.text()}" if self.page else ""
+
+    def export_dashboard(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                         caption: bool = False) -> Path:
+        """The current feature's dashboard: .html (self-contained, provenance beside it) or a
+        figure drawn for the page (.png, .svg, .pdf at ``dpi``: every context, no scroll
+        bars), provenance inside."""
         target = Path(path)
         if self.page is None:
             raise ValueError("choose a feature first")
+        page = self.model.page(self.page.feature)
+        record = self.export_provenance({"features": [page.feature], "label": page.label,
+                                         "note": page.note})
         suffix = target.suffix.lower()
         if suffix == ".html":
-            write_bytes_atomic(target, self.model.dashboard_html(self.page.feature).encode())
-        elif suffix == ".png":
-            save_widget_png(self.feature_page, target)
+            provenance.write(target, self.model.dashboard_html(page.feature).encode(), record)
+        elif suffix in (".png", ".svg", ".pdf"):
+            dashboard = FeatureDashboard(self.model.current_sae, page,
+                                         self.model.activation_histogram(page.feature),
+                                         self.stats_label.text())
+            try:
+                dashboard.lay_out()
+                export_widget(dashboard, ExportChoice(target, dpi, caption), record,
+                              self.info_line())
+            finally:
+                dashboard.close()
+                dashboard.deleteLater()
         else:
-            raise ValueError(f"{target}: choose .html or .png")
+            raise ValueError(f"{target}: choose .html, .png, .svg or .pdf")
         self.status.setText(f"Exported {target}")
+        return target
+
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path:
+        """Ctrl+E: the current feature's dashboard as a figure."""
+        return self.export_dashboard(path, dpi, caption)
+
+    def export_labels(self, path: str | os.PathLike) -> Path:
+        """The shown SAE's feature labels and notes as JSON, with a provenance sidecar."""
+        target = write_json_atomic(Path(path), self.model.labels_json())
+        provenance.write_sidecar(target, self.export_provenance({"export": "labels"}))
+        self.status.setText(f"Exported {target}")
+        return target
+
+    def export_sae(self, folder: str | os.PathLike) -> Path:
+        """The shown SAE as an SAELens folder (its cfg.json, weights and bypass as trained)
+        with ``labels.json``; cfg.json and the labels get provenance sidecars."""
+        source = self.model.sae_folder
+        if source is None:
+            raise ValueError("open a run or an SAE first")
+        target = Path(folder)
+        for file in sorted(source.iterdir()):
+            if file.is_file() and not file.name.endswith(provenance.SIDECAR_SUFFIX):
+                write_bytes_atomic(target / file.name, file.read_bytes())
+        provenance.write_sidecar(target / "cfg.json",
+                                 self.export_provenance({"export": "sae checkpoint"}))
+        self.export_labels(target / "labels.json")
+        self.status.setText(f"Exported {self.model.current_sae} to {target}")
         return target
 
     @command("Export failed")
     def choose_export_path(self) -> None:
-        dialog = QFileDialog(self, "Export feature dashboard")
+        """The export dialog (file, resolution, caption); .html writes the web page."""
+        if self.page is None:
+            self.host.show_error("Export failed", "Choose a feature first.")
+            return
+        choice = ask_export(self, "Export feature dashboard (.png, .svg, .pdf or .html)",
+                            f"{self.model.current_sae}-feature-{self.page.feature}.png",
+                            self.info_line())
+        if choice is not None:
+            self._report(lambda: self.export_dashboard(choice.path, choice.dpi,
+                                                       choice.caption))
+
+    def _choose_save(self, title: str, name_filter: str, suffix: str, then) -> None:
+        dialog = QFileDialog(self, title)
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilters(["HTML page (*.html)", "PNG image (*.png)"])
-        dialog.setDefaultSuffix("html")
-
-        def save(path: str) -> None:
-            try:
-                self.export_dashboard(path)
-            except (OSError, ValueError) as exc:
-                self.host.show_error("Export failed", str(exc))
-
-        dialog.fileSelected.connect(save)
+        dialog.setNameFilters([name_filter])
+        dialog.setDefaultSuffix(suffix)
+        dialog.fileSelected.connect(lambda path: self._report(lambda: then(path)))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
+
+    def _choose_sae_folder(self) -> None:
+        dialog = QFileDialog(self, "Export the SAE with its labels into a folder")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.fileSelected.connect(lambda path: self._report(lambda: self.export_sae(path)))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def _report(self, export) -> None:
+        try:
+            export()
+        except (OSError, ValueError) as exc:  # a full disk or a bad folder: said, not raised
+            self.host.show_error("Export failed", str(exc))
 
     # -- drag and drop, lifetime ---------------------------------------------------------------
     @command("Cannot open the dropped folders")

@@ -250,8 +250,68 @@ def test_exports_the_dashboard_as_html_and_png(panel, run_dir, tmp_path):
     assert "feature 2" in page and "&lt;b&gt;bold&lt;/b&gt;" in page and "<span" in page
     png = panel.export_dashboard(tmp_path / "feature.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(ValueError, match="html or .png"):
+    with pytest.raises(ValueError, match="html, .png, .svg or .pdf"):
         panel.export_dashboard(tmp_path / "feature.txt")
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg", "pdf"])
+def test_the_dashboard_is_drawn_for_the_page_with_every_context(panel, run_dir, tmp_path,
+                                                                 suffix, monkeypatch):
+    """Issue 21: the dashboard PNG was a screenshot of the widget with scroll bars and empty
+    boxes, and named neither the run nor the feature."""
+    from PySide6.QtWidgets import QScrollBar
+
+    from engine import provenance
+    from panels.sae import dashboard
+
+    drawn = []
+    monkeypatch.setattr(dashboard.FeatureDashboard, "close",
+                        lambda self: drawn.append(self) or True)
+    panel.open_path(run_dir)
+    feature = next(f for f in range(48) if (panel.model.contexts(f) or {}).get("tokens"))
+    panel.show_feature(feature)
+    written = panel.export_dashboard(tmp_path / f"feature.{suffix}", dpi=192, caption=True)
+    (figure,) = drawn
+    contexts = panel.model.contexts(feature)
+    shown = figure.contexts.text()
+    assert all(token in shown for token in contexts["tokens"] if token.strip())
+    assert shown.count("<br>") >= contexts["values"].count(None)  # every context, one a line
+    assert figure.contexts.height() >= figure.contexts.heightForWidth(figure.contexts.width())
+    assert not any(bar.isVisible() for bar in figure.findChildren(QScrollBar))
+    assert figure.height() == figure.layout().totalHeightForWidth(figure.width())
+    record = provenance.read(written)
+    assert record["view"]["sae"] == "L0-bypass-s0" and record["view"]["features"] == [feature]
+    assert record["view"]["dpi"] == 192
+    (run,) = record["runs"]
+    assert run["run_id"] == "r" and run["method"] == "sae_pc1.train" and run["seed"] == 0
+    checkpoint = run_dir / "checkpoints" / "L0-bypass-s0"
+    assert record["sources"][0]["path"] == str(checkpoint.resolve())
+    if suffix == "png":
+        from PySide6.QtGui import QImage
+
+        image = QImage(str(written))
+        assert image.width() == 2 * figure.width() and image.height() > 2 * figure.height()
+
+
+def test_html_dashboard_labels_and_sae_exports_carry_provenance(panel, run_dir, tmp_path):
+    from engine import provenance
+    from engine.io.sae import read_sae
+
+    panel.open_path(run_dir)
+    panel.show_feature(3)
+    panel.set_label(3, "river words")
+    panel.set_label(3, "seen near water", field_name="note")
+    html_record = provenance.read(panel.export_dashboard(tmp_path / "f.html"))
+    assert html_record["view"]["features"] == [3] and html_record["runs"][0]["run_id"] == "r"
+    labels = panel.export_labels(tmp_path / "labels.json")
+    assert json.loads(labels.read_text())["features"] == [
+        {"feature": 3, "label": "river words", "note": "seen near water"}]
+    assert provenance.read(labels)["view"]["sae"] == "L0-bypass-s0"
+    folder = panel.export_sae(tmp_path / "exported")
+    assert read_sae(folder).weights["W_dec"].shape == (48, panel.model.sae.cfg["d_in"])
+    cfg = provenance.read(folder / "cfg.json")
+    assert cfg["runs"][0]["run_id"] == "r" and cfg["view"]["export"] == "sae checkpoint"
+    assert provenance.read(folder / "labels.json")["sources"] == cfg["sources"]
 
 
 def test_opens_a_checkpoint_folder_and_a_bare_saelens_folder(panel, run_dir, tmp_path):
