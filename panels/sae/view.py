@@ -4,9 +4,10 @@ browse their features by importance, density and cross-seed reproducibility.
 Left, tabs: the sortable feature table (most important first), the feature-density histogram,
 the run's summary figures, and the ``sae_pc1.train`` form with its inputs (activation and token
 files, the user's own text, a decoder LM checkpoint). Right, the feature page: label and note
-(undoable, autosaved through the host), the top activating contexts as a token heat map, the
-activation histogram, decoder neighbours and the best match in every other seed; for a run on
-the decoder LM also the tokens the feature promotes (logit lens) and a Steer box that runs
+(undoable, autosaved through the host), the top activating contexts as a token heat map, and
+in tabs under them the activation histogram, decoder neighbours and the best match in every
+other seed and, for a run on the decoder LM (whose page also lists the tokens the feature
+promotes, the logit lens), a Steer box that runs
 ``sae_pc1.steer`` through the host and shows the continuation with and without the feature
 added. The search box answers "which features fire here" for a word. Exports, each with its
 provenance (run, SAE, features): a feature dashboard as a figure drawn for the page (PNG, SVG,
@@ -74,6 +75,7 @@ NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
            "reproducibility": "reproducibility", "hungarian": "hungarian"}
 COL_LABEL = COLUMNS.index("label")
 SUMMARY_FIGURES = ("anisotropy", "recovery", "importance_vs_reproducibility")
+HISTOGRAM_MIN_HEIGHT_PX = 120
 STEER_ONLY_DECODER = "Steering needs a run on our decoder LM (Train: source 'decoder')."
 
 
@@ -290,20 +292,26 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.neighbour_list.itemActivated.connect(self._open_listed)
         self.neighbour_list.itemDoubleClicked.connect(self._open_listed)
         self.match_list = QListWidget()
-        lists = QHBoxLayout()
+        self.histogram.setMinimumHeight(HISTOGRAM_MIN_HEIGHT_PX)
+        lists = QWidget()
+        lists_layout = QHBoxLayout(lists)
+        lists_layout.setContentsMargins(0, 0, 0, 0)
         for title, widget in (("Decoder neighbours", self.neighbour_list),
                               ("Best match in other seeds", self.match_list)):
             column = QVBoxLayout()
             column.addWidget(QLabel(title))
             column.addWidget(widget)
-            lists.addLayout(column)
+            lists_layout.addLayout(column)
+        # The contexts always in view; the rest in tabs, so the page fits a 1280x800 window
+        self.page_tabs = QTabWidget()
+        self.page_tabs.addTab(self.histogram, "Activations")
+        self.page_tabs.addTab(lists, "Neighbours and seeds")
+        self.page_tabs.addTab(self._build_steer_box(), "Steer")
         layout.addWidget(self.title_label)
         layout.addWidget(self.stats_label)
         layout.addLayout(form)
         layout.addWidget(self.contexts_view, 3)
-        layout.addWidget(self.histogram, 2)
-        layout.addLayout(lists, 2)
-        layout.addWidget(self._build_steer_box())
+        layout.addWidget(self.page_tabs, 2)
         return self.feature_page
 
     def _build_steer_box(self) -> QGroupBox:

@@ -39,6 +39,19 @@ def open_dialogue(window, tmp_path):
     return panel
 
 
+def open_sae(window, tmp_path):
+    """A small real sae_pc1.train run (as tests/panels/sae builds it), a feature with its
+    contexts on the page."""
+    from tests.panels.sae.runs import make_sae_run
+
+    run = make_sae_run(tmp_path)
+    panel = window.open_panel("sae")
+    assert panel.open_path(run)
+    panel.show_feature(next(f for f in range(48) if panel.model.contexts(f)))
+    panel.set_label(panel.page.feature, "a label long enough to need the room it is given")
+    return panel
+
+
 def open_crowd(window, tmp_path):
     panel = window.open_panel("crowd")
     panel.open_file(DATA / "crowd" / "zara1_crowds_zara01.txt")
@@ -59,7 +72,7 @@ def open_lab(window, tmp_path):
 
 
 OPENERS = {"molecules": open_molecules, "routing": open_routing, "dialogue": open_dialogue,
-           "crowd": open_crowd, "fmri": open_fmri, "lab": open_lab}
+           "crowd": open_crowd, "fmri": open_fmri, "lab": open_lab, "sae": open_sae}
 
 
 def outside_or_cut(window) -> list[str]:

@@ -15,25 +15,13 @@ from panels.sae import MANIFEST
 from panels.sae.model import FeatureTable, SAEBrowserModel, SetFeatureNote, decode
 from panels.sae.view import COL_LABEL, COLUMNS, SAEPanel
 from tests.panels.conftest import FakeHost
-
-WORDS = ["alpha", "beta", "gamma", "delta", "river", "stone", "cloud", "green"]
+from tests.panels.sae.runs import make_sae_run
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A small real run: synthetic activations with word tokens, 2 seeds x raw/bypass."""
-    root = tmp_path_factory.mktemp("sae_run")
-    x, _, _ = sae_pc1.synthetic_activations(1200, seed=1)
-    np.save(root / "acts.npy", x)
-    (root / "tokens.json").write_text(json.dumps([WORDS[i % 8] for i in range(len(x))]))
-    params = sae_pc1.Params(source="files", d_sae=48, k=4, seeds=2, steps=40, batch_size=256,
-                            aux_k=8, top_n=5, contexts=3, context_window=2,
-                            importance_sequences=0)
-    folder = root / "run"
-    sae_pc1.run_train(JobContext("r", folder, emit=lambda e: None, seed=0), params,
-                      {"activations": str(root / "acts.npy"),
-                       "tokens": str(root / "tokens.json")})
-    return folder
+    return make_sae_run(tmp_path_factory.mktemp("sae_run"))
 
 
 class UndoHost(FakeHost):
