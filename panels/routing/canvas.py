@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +50,7 @@ PREDICTED = "#ff9f1c"
 ONLY_PREDICTED = "#ff3b3b"
 ONLY_REFERENCE = "#2ec4ff"
 SNAP = "#f2e94e"
+LEGEND_MARGIN = 8  # pixels between a figure's legend and the view's corner
 
 
 class CanvasBox(pg.ViewBox):
@@ -878,6 +881,48 @@ class LayoutCanvas(pg.PlotWidget):
         """How many points an item holds (tests and the status line)."""
         x, _ = item.getData()
         return 0 if x is None else len(x)
+
+    # -- figures -------------------------------------------------------------------------
+
+    def legend_entries(self) -> list[tuple[str, str]]:
+        """(name, colour) of what the view draws now: the visible layers that have wiring,
+        then the overlays shown in colours a reader cannot guess."""
+        model = self.model
+        entries = [(style.name, style.colour) for style in model.styles
+                   if style.visible and self.raster.count(style.name)]
+        on = self.overlay_on
+        if on["special nets"] and any(item.getData()[0].size for item in self.specials.values()):
+            entries.append(("special nets", SPECIAL_COLOUR))
+        if model.selected is not None:
+            entries.append((f"net {model.design.nets[model.selected].name}", HIGHLIGHT))
+        if on["prediction"] and model.prediction is not None:
+            entries += [("predicted route", PREDICTED), ("only predicted", ONLY_PREDICTED),
+                        ("only in the reference", ONLY_REFERENCE)]
+        if on["snapping"] and self.snap_tree.getData()[0].size:
+            entries.append(("GCell tree", SNAP))
+        return entries
+
+    @contextmanager
+    def legend_shown(self) -> Iterator[list[tuple[str, str]]]:
+        """A colour legend over the view's top-right corner while the canvas is drawn for a
+        figure (on screen the layer list is the legend); yields its entries."""
+        entries = self.legend_entries()
+        legend = pg.LegendItem(offset=None, brush=pg.mkBrush(0, 0, 0, 200),
+                               pen=pg.mkPen("#888888"), labelTextColor="#ffffff")
+        legend.setParentItem(self.box)  # placed once, not anchored: it lives for one drawing
+        for name, colour in entries:
+            legend.addItem(pg.ScatterPlotItem(symbol="s", size=10, pen=None,
+                                              brush=pg.mkBrush(colour)), name)
+        legend.setPos(self.box.width() - legend.width() - LEGEND_MARGIN, LEGEND_MARGIN)
+        try:
+            yield entries
+        finally:
+            self.box.scene().removeItem(legend)
+
+    def window_um(self) -> dict[str, list[float]]:
+        """The zoom window: the x and y ranges the view shows, in µm."""
+        (x0, x1), (y0, y1) = self.box.viewRange()
+        return {"x": [round(x0, 4), round(x1, 4)], "y": [round(y0, 4), round(y1, 4)]}
 
     def focus_net(self, index: int, margin_um: float = 2.0) -> None:
         segments, vias = self.model.design.net_wiring(index)

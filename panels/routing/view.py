@@ -14,11 +14,8 @@ and the router form. Design-wide checks run on a worker thread; edits go through
 from __future__ import annotations
 
 import copy
-import functools
-import logging
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +47,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import provenance
 from engine.io import FormatError
 from panels.routing.canvas import OVERLAYS, LayoutCanvas
 from panels.routing.geometry import Checker
 from panels.routing.model import NetStats, RouteModel, decode
 from panels.routing.worker import Worker
+from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.images import save_widget_png
+from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.jobs import PanelJobs
 
 ROUTE_METHOD = "chipstar.route"
@@ -72,28 +71,6 @@ SNAPPING_NOTE = (
     "tree; square: driver; circles: loads; triangles: layer changes.")
 PICK_FIRST = "Pick a wire or via of the selected net first (click it)."
 
-log = logging.getLogger("studio.panels.routing")
-
-
-def user_command(title: str) -> Callable:
-    """A user command's boundary: whatever it raises is logged (studio.log) and shown, never
-    passed to the Qt event loop, which would only print it and leave the panel half-done."""
-
-    def wrap(method: Callable) -> Callable:
-        @functools.wraps(method)
-        def guarded(self: RoutingPanel, *args, **kwargs):
-            try:
-                return method(self, *args, **kwargs)
-            except Exception as exc:
-                log.exception("%s: %s failed", title, method.__name__)
-                self.status.setText(f"{title}: {type(exc).__name__}: {exc}")
-                self.host.show_error(title, f"{type(exc).__name__}: {exc}")
-                return False
-
-        return guarded
-
-    return wrap
-
 
 class RoutingPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
@@ -105,6 +82,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging: str | None = None                 # "move" or "draw" while a drag edits
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
+        self.prediction_run: Path | None = None  # the run folder of the compared routes
         self._document: str | None = None   # whose steps this panel put on the window's history
         self._generation = 0
         self.worker = Worker(self)
@@ -129,7 +107,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                            ("Save DEF…", self._choose_save),
                            ("Open guides…", self._choose_guides),
                            ("Save guides…", self._choose_save_guides),
-                           ("Export image…", self._choose_export)):
+                           ("Export figure…", self._choose_export)):
             button = QPushButton(text)
             button.clicked.connect(slot)
             bar.addWidget(button)
@@ -281,7 +259,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- opening and saving ----------------------------------------------------------------
 
-    @user_command("Cannot open the file")
+    @command("Cannot open the file")
     def open_file(self, path: str | os.PathLike) -> bool:
         """A DEF (its folder's only LEF is opened with it when none is open yet), a LEF
         (an open DEF is re-read against it) or route guides of the open DEF. Problems are
@@ -325,7 +303,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.open_design(found[1], found[0])
         self.tabs.setCurrentIndex(TAB_ROUTE)
 
-    @user_command("Cannot save the DEF")
+    @command("Cannot save the DEF")
     def save_def(self, path: str | os.PathLike) -> bool:
         """Write the design as DEF. Over the open file, its edits become the file's: their
         steps leave the history and later edits autosave against the new content, so a
@@ -346,7 +324,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                                 "starts from here)")
         return True
 
-    @user_command("Cannot open the route guides")
+    @command("Cannot open the route guides")
     def load_guides(self, path: str | os.PathLike) -> bool:
         try:
             self.model.load_guides(path)
@@ -356,22 +334,28 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
-    @user_command("Cannot save the route guides")
+    @command("Cannot save the route guides")
     def save_guides(self, path: str | os.PathLike) -> bool:
         return self._save("the route guides", self.model.save_guides, path)
 
     def _save(self, what: str, write, path: str | os.PathLike) -> bool:
-        """Write through ``write(path)``; a failure is shown, naming the file."""
+        """Write through ``write(path)`` with a ``.provenance.json`` sidecar (the files it
+        was made from, hashed before an overwrite, and whether it holds edits); a failure
+        is shown, naming the file."""
+        record = provenance.record(self._sources(), {"saved": what,
+                                                      "edited": self.model.edited})
         try:
             written = write(path)
+            provenance.write_sidecar(written, record)
         except (OSError, ValueError) as exc:
             self.host.show_error(f"Cannot save {what}", f"{path}: {exc}")
             return False
         self.status.setText(f"Saved {what} to {written}")
         return True
 
-    @user_command("Cannot compare with the DEF")
+    @command("Cannot compare with the DEF")
     def load_prediction(self, path: str | os.PathLike) -> bool:
+        self.prediction_run = None  # set by _on_result when a run of this panel wrote it
         try:
             self.model.load_prediction(path)
         except (FormatError, ValueError, KeyError, OSError) as exc:
@@ -442,15 +426,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- layers and overlays --------------------------------------------------------------
 
-    @user_command("Cannot show the layer")
+    @command("Cannot show the layer")
     def set_layer_visible(self, name: str, visible: bool) -> None:
         self.model.set_layer(name, visible=visible)
 
-    @user_command("Cannot colour the layer")
+    @command("Cannot colour the layer")
     def set_layer_colour(self, name: str, colour: str) -> None:
         self.model.set_layer(name, colour=colour)
 
-    @user_command("Cannot draw the overlay")
+    @command("Cannot draw the overlay")
     def set_overlay(self, name: str, on: bool) -> None:
         box = self.overlay_boxes[name]
         if box.isChecked() != bool(on):
@@ -518,7 +502,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if item is not None:
             self.select_net(item.text())
 
-    @user_command("Cannot select the net")
+    @command("Cannot select the net")
     def select_net(self, name: str | None, focus: bool = True) -> None:
         if name is None:
             self.model.select(None)
@@ -592,7 +576,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         pixel = self.canvas.box.viewPixelSize()
         return CLICK_PIXELS * max(pixel[0], pixel[1])
 
-    @user_command("Cannot edit the net")
+    @command("Cannot edit the net")
     def _on_canvas_drag(self, phase: str, start: tuple[float, float],
                         end: tuple[float, float], modifiers) -> bool:
         """A left drag on the canvas (points in µm). Started on a wire or via of the selected
@@ -681,7 +665,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging = None
         self.canvas.draw_preview(None)
 
-    @user_command("Cannot pick")
+    @command("Cannot pick")
     def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
         """What a left click at (x, y) µm does in the current mode."""
         mode = self.mode_box.currentText()
@@ -742,7 +726,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if self.model.last_check is not None:
             self._show_checks(self.model.last_check)
 
-    @user_command("Cannot move")
+    @command("Cannot move")
     def move_by_boxes(self) -> bool:
         """"Move picked": by the dx and dy boxes, on the manufacturing grid."""
         if self.model.design is None:
@@ -751,7 +735,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         return self.move_element(self.model.snap(self.dx_box.value()),
                                  self.model.snap(self.dy_box.value()))
 
-    @user_command("Cannot move")
+    @command("Cannot move")
     def move_element(self, dx: int, dy: int) -> bool:
         """Move the picked segment or via by (dx, dy) dbu; the pick moves with it."""
         picked = self._picked()
@@ -759,7 +743,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return self.push(self.model.move_command(*picked, dx, dy))
 
-    @user_command("Cannot delete")
+    @command("Cannot delete")
     def delete_element(self) -> bool:
         picked = self._picked()
         return picked is not None and self.push(self.model.delete_command(*picked))
@@ -770,13 +754,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
-    @user_command("Cannot add the wire")
+    @command("Cannot add the wire")
     def add_segment(self, layer: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
         if start == end or not self._can_add():
             return False
         return self.push(self.model.add_segment_command(layer, start, end))
 
-    @user_command("Cannot add the via")
+    @command("Cannot add the via")
     def add_via(self, via: str, at: tuple[int, int]) -> bool:
         if not via or not self._can_add():
             return False
@@ -907,7 +891,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 + ". Overlay 'guides' shows the selected net's; 'guides of all nets' every "
                   "net's.")
 
-    @user_command("Cannot route")
+    @command("Cannot route")
     def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
         """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
         an edited design is written to the workspace first)."""
@@ -956,7 +940,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     def _on_result(self, job: str, method: str, outputs: dict) -> None:
         if outputs.get("def"):
-            self.load_prediction(Path(self.host.run_dir(job)) / outputs["def"])
+            run_dir = Path(self.host.run_dir(job))
+            if self.load_prediction(run_dir / outputs["def"]):
+                self.prediction_run = run_dir
 
     # -- the 3-D stack and export ----------------------------------------------------------
 
@@ -986,29 +972,57 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.views.setCurrentWidget(self.stack_view)
         return True
 
-    def export_image(self, path: str | os.PathLike) -> Path:
-        """The canvas as shown, PNG or SVG (by the suffix)."""
-        target = Path(path)
-        fmt = target.suffix.lower().lstrip(".")
-        if fmt == "png":
-            save_widget_png(self.canvas, target)
-        elif fmt == "svg":
-            from PySide6.QtGui import QPainter
-            from PySide6.QtSvg import QSvgGenerator
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path:
+        """The route canvas drawn for the page (PNG, SVG or PDF by the suffix) at ``dpi``,
+        with its µm rulers, a legend of the colours shown and, when asked, the selected net's
+        line as a caption; its provenance inside (``figure_provenance``). Raises with the
+        file's name when there is nothing to draw or it cannot be written (Ctrl+E says so)."""
+        if self.model.design is None:
+            raise ValueError(f"{path}: open a DEF first: there is no layout to draw")
+        self.views.setCurrentWidget(self.canvas)  # the figure is the 2-D canvas
+        self.stack_box.setChecked(False)
+        with self.canvas.legend_shown() as legend:
+            record = self.figure_provenance(legend)
+            # its holder is drawn: pyqtgraph's view replaces QWidget.render with the scene's
+            return export_widget(self.views, ExportChoice(Path(path), dpi, caption), record,
+                                 self.figure_caption())
 
-            generator = QSvgGenerator()
-            generator.setFileName(str(target))
-            generator.setSize(self.canvas.size())
-            generator.setViewBox(self.canvas.rect())
-            generator.setTitle("VLSI route canvas")
-            design = self.model.design
-            generator.setDescription(f"Studio route canvas: {design.path if design else ''}")
-            painter = QPainter(generator)
-            self.canvas.render(painter)
-            painter.end()
-        else:
-            raise ValueError(f"{target}: export as .png or .svg")
-        return target
+    def figure_provenance(self, legend: list[tuple[str, str]] | None = None) -> dict:
+        """What made the picture: the DEF, LEF, compared DEF and guides (path and hash), the
+        selected net, the visible layers and overlays, the zoom window in µm, the run that
+        wrote the compared routes."""
+        model, canvas = self.model, self.canvas
+        net = model.design.nets[model.selected].name if model.selected is not None else None
+        view = {"panel": "routing", "design": model.design.name, "def": model.design.path,
+                "lef": model.lef_path, "net": net, "window_um": canvas.window_um(),
+                "layers": [s.name for s in model.styles if s.visible],
+                "hidden_layers": [s.name for s in model.styles if not s.visible],
+                "overlays": [name for name, on in canvas.overlay_on.items() if on],
+                "edited": model.edited,
+                "legend": [name for name, _colour in legend or canvas.legend_entries()]}
+        runs = [provenance.run_entry(self.prediction_run)] if self.prediction_run else []
+        return provenance.record(self._sources(), view, runs)
+
+    def figure_caption(self) -> str:
+        """The information line under a figure: the design, the net and its statistics."""
+        design, stats = self.model.design, self.model.last_check
+        window = self.canvas.window_um()
+        line = (f"{design.name} ({Path(design.path).name}); view x {window['x'][0]:.2f}–"
+                f"{window['x'][1]:.2f} µm, y {window['y'][0]:.2f}–{window['y'][1]:.2f} µm")
+        if stats is not None:
+            line += (f"; net {stats.name}: {stats.segments} segments, {stats.vias} vias, "
+                     f"{stats.wirelength_um:.2f} µm of wire, {stats.pins} pins")
+        return line
+
+    def _sources(self) -> list[str]:
+        """The files the view is made of: the DEF, its LEF, a compared DEF, route guides."""
+        model = self.model
+        found = [model.design.path] if model.design is not None else []
+        found += [model.lef_path] if model.lef_path else []
+        found += [model.prediction.path] if model.prediction is not None else []
+        found += [model.guides.path] if model.guides is not None else []
+        return found
 
     # -- dialogs ---------------------------------------------------------------------------
 
@@ -1043,13 +1057,16 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._ask("Save route guides", "Route guides (*.guide)", self.save_guides, save=True,
                   suffix="guide")
 
+    @command("Export failed")
     def _choose_export(self) -> None:
-        self._ask("Export the canvas", "Images (*.png *.svg)", self._export, save=True,
-                  suffix="png")
-
-    @user_command("Export failed")
-    def _export(self, path: str) -> None:
-        self.status.setText(f"Exported {self.export_image(path)}")
+        if self.model.design is None:
+            self.status.setText("Open a DEF first: there is no layout to export.")
+            return
+        name = f"{self.model.design.name or 'design'}-routes.png"
+        choice = ask_export(self, "Export the route canvas", name, self.figure_caption())
+        if choice is not None:
+            written = self.export_figure(choice.path, choice.dpi, choice.caption)
+            self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")
 
     def _choose_checkpoint(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Route transformer checkpoint")
@@ -1063,7 +1080,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if not self._edit_key(event.key()):
             super().keyPressEvent(event)
 
-    @user_command("Cannot edit the net")
+    @command("Cannot edit the net")
     def _edit_key(self, key: int) -> bool:
         """Whether the key was an edit of the pick (done or refused)."""
         if self.element is None:

@@ -351,15 +351,6 @@ def test_statistics_table_fills_in_the_checks_off_the_main_thread(opened, qtbot)
     assert table.item(row, 5).text() == "connected" and table.item(row, 6).text() == "0"
 
 
-def test_exports_png_and_svg(opened, tmp_path) -> None:
-    png = opened.export_image(tmp_path / "canvas.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    svg = opened.export_image(tmp_path / "canvas.svg")
-    assert b"<svg" in svg.read_bytes()[:2000]
-    with pytest.raises(ValueError, match="png or .svg"):
-        opened.export_image(tmp_path / "canvas.bmp")
-
-
 def check_stack(panel: RoutingPanel) -> None:
     """The 3-D stack of an opened gcd panel, on a platform with OpenGL 2.1."""
     assert panel.set_3d(True)
