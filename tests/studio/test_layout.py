@@ -36,6 +36,9 @@ def open_routing(window, tmp_path):
 def open_dialogue(window, tmp_path):
     panel = window.open_panel("dialogue")
     assert panel.open_file(DATA / "dialogue" / "hh-rlhf_harmless-base_test.jsonl.gz")
+    panel.turns_table.setCurrentCell(1, 2)  # a turn marked on the plot, the run form in front
+    panel.tabs.setCurrentIndex(1)
+    panel.run_status.setText("scicl.simulate (job-1): running, step 20 / 150 · collapsed 0")
     return panel
 
 

@@ -381,3 +381,20 @@ def test_data_exports_get_provenance_sidecars(panel, transcripts, tmp_path):
         assert record == provenance.read(tmp_path / name)
         assert record["sources"][0]["path"] == str(transcripts.resolve())
         assert record["view"]["skipped_lines"] == [2] and record["view"]["transcripts"] == 4
+
+
+def test_the_export_dialog_passes_its_dpi_and_caption(panel, tmp_path, monkeypatch):
+    from PySide6.QtGui import QImage
+
+    from engine import provenance
+    from panels.dialogue import view
+    from panels.widgets.figure_export import ExportChoice
+
+    panel.open_file(scored_file(tmp_path))
+    asked = []
+    monkeypatch.setattr(view, "ask_export", lambda parent, title, name, caption: asked.append(
+        caption) or ExportChoice(tmp_path / "chosen.png", 288, False))
+    panel.choose_figure_path()
+    assert asked == [panel.info_line()] and "transcript d" in asked[0]
+    assert provenance.read(tmp_path / "chosen.png")["view"]["dpi"] == 288
+    assert QImage(str(tmp_path / "chosen.png")).width() == 3 * panel.belief_plot.width()

@@ -445,3 +445,22 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host,
     panel.label_edit.editingFinished.emit()
     assert host.errors[-1] == ("Cannot label the feature", "RuntimeError: no such SAE")
     assert host.history.stack.count() == 0
+
+
+def test_ctrl_e_and_the_export_dialog_write_the_dashboard(panel, run_dir, tmp_path,
+                                                          monkeypatch):
+    """Ctrl+E calls ``export_figure(path)`` (no plot of its own: the dashboard, at 192 dpi);
+    the Export menu's dialog passes its DPI and caption choice through."""
+    from engine import provenance
+    from panels.sae import view
+    from panels.widgets.figure_export import ExportChoice
+
+    assert not hasattr(panel, "current_plot")
+    panel.open_path(run_dir)
+    panel.show_feature(1)
+    record = provenance.read(panel.export_figure(tmp_path / "ctrl-e.png"))
+    assert record["view"]["dpi"] == 192 and record["view"]["features"] == [1]
+    monkeypatch.setattr(view, "ask_export", lambda *args: ExportChoice(
+        tmp_path / "chosen.png", 288, True))
+    panel.choose_export_path()
+    assert provenance.read(tmp_path / "chosen.png")["view"]["dpi"] == 288
