@@ -467,8 +467,10 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             return provenance.record([run_dir / artifact.get("path", "")],
                                      {"panel": "dialogue", "figure": label,
                                       "artifact": artifact.get("name")}, [run])
+        rows = sorted({index.row() for index in self.turns_table.selectedIndexes()})
         return self._data_provenance({"panel": "dialogue", "figure": "per-turn belief",
-                                      **self.model.view_state(self.turns_table.currentRow())})
+                                      **self.model.view_state(self.turns_table.currentRow()),
+                                      "selected_turns": rows})
 
     def _data_provenance(self, view: dict) -> dict:
         """A record naming the open transcript file, and the run that wrote it if any."""

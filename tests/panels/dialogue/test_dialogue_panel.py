@@ -398,3 +398,24 @@ def test_the_export_dialog_passes_its_dpi_and_caption(panel, tmp_path, monkeypat
     assert asked == [panel.info_line()] and "transcript d" in asked[0]
     assert provenance.read(tmp_path / "chosen.png")["view"]["dpi"] == 288
     assert QImage(str(tmp_path / "chosen.png")).width() == 3 * panel.belief_plot.width()
+
+
+def test_a_transcript_a_run_wrote_names_the_run_and_the_selected_turns(panel, tmp_path):
+    from PySide6.QtCore import QItemSelectionModel
+
+    from engine import provenance
+
+    run = tmp_path / "job-7"
+    run.mkdir()
+    (run / "params.json").write_text(json.dumps(
+        {"method": "scicl.llm_dialogue", "params": {"turns": 8}, "seed": 3}))
+    path = scored_file(run)
+    panel.open_file(path)
+    selection = panel.turns_table.selectionModel()
+    for row in (2, 4):
+        selection.select(panel.turns_table.model().index(row, 2),
+                         QItemSelectionModel.SelectionFlag.Select)
+    record = provenance.read(panel.export_figure(tmp_path / "beliefs.svg"))
+    assert record["runs"] == [{"run_id": "job-7", "method": "scicl.llm_dialogue",
+                               "params": {"turns": 8}, "seed": 3}]
+    assert record["view"]["selected_turns"] == [2, 4]
