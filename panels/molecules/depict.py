@@ -75,12 +75,14 @@ def render_png(smiles: str, width: int, height: int,
 
 
 def export_grid(path: str | os.PathLike, smiles: list[str], legends: list[str],
-                highlights: list[tuple[int, ...]] | None = None,
-                cell: tuple[int, int] = (220, 180)) -> Path:
-    """The first ``EXPORT_LIMIT`` molecules as one figure: ``.svg`` or ``.png`` by suffix."""
+                highlights: list[tuple[int, ...]] | None = None, record: dict | None = None,
+                scale: float = 2.0, cell: tuple[int, int] = (220, 180)) -> Path:
+    """The first ``EXPORT_LIMIT`` molecules as one figure, ``.svg`` or ``.png`` by suffix,
+    drawn at ``scale`` times the screen's size (bonds and legends in proportion), with the
+    provenance ``record`` inside (``engine.provenance``)."""
     from rdkit.Chem import Draw
 
-    from engine.atomic import write_atomic
+    from engine import provenance
 
     target = Path(path)
     suffix = target.suffix.lower()
@@ -90,19 +92,25 @@ def export_grid(path: str | os.PathLike, smiles: list[str], legends: list[str],
             zip(smiles, legends, highlights or [()] * len(smiles), strict=True)
             if parse_smiles(s) is not None][:EXPORT_LIMIT]
     if not kept:
-        raise ValueError("no valid molecule to export")
+        raise ValueError(f"{target}: no valid molecule to export")
     mols = [parse_smiles(s) for s, _, _ in kept]
+    options = Draw.MolDrawOptions()
+    options.legendFontSize = round(options.legendFontSize * scale)
+    options.bondLineWidth = options.bondLineWidth * scale
+    options.minFontSize = round(options.minFontSize * scale)
+    options.maxFontSize = round(options.maxFontSize * scale)
     image = Draw.MolsToGridImage(mols, molsPerRow=min(EXPORT_COLUMNS, len(mols)),
-                                 subImgSize=cell, legends=[legend for _, legend, _ in kept],
+                                 subImgSize=(round(cell[0] * scale), round(cell[1] * scale)),
+                                 legends=[legend for _, legend, _ in kept],
                                  highlightAtomLists=[list(a) for _, _, a in kept],
-                                 useSVG=suffix == ".svg")
+                                 useSVG=suffix == ".svg", drawOptions=options)
     if suffix == ".svg":
         data = image.encode()
     else:
         import io
 
         buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
+        dpi = round(96 * scale)
+        image.save(buffer, format="PNG", dpi=(dpi, dpi))
         data = buffer.getvalue()
-    write_atomic(target, lambda handle: handle.write(data))
-    return target
+    return provenance.write(target, data, record or provenance.record())

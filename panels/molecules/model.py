@@ -205,6 +205,8 @@ class MoleculeSetModel:
         self.order: list[int] = []  # entry indices in display order
         self.problems: list[tuple[str, str]] = []
         self.hits: dict[int, Hit] = {}
+        self.query = ""  # the SMARTS the hits matched ("" = no search)
+        self.reference_path: Path = ANTIBIOTICS  # the file the reference set was read from
         self.sort_key: tuple[str, bool] | None = None
         self.scaffold_filter: str | None = None  # show only this scaffold's molecules
         self._fingerprints: dict[str, np.ndarray] = {}  # Morgan bits per SMILES, kept
@@ -275,7 +277,7 @@ class MoleculeSetModel:
 
     def _reset(self, inspecting: bool = False) -> None:
         self.inspecting = inspecting
-        self.hits, self.sort_key, self.scaffold_filter = {}, None, None
+        self.hits, self.sort_key, self.scaffold_filter, self.query = {}, None, None, ""
         self.numbering, self.conformers = {}, {}
         self.order = list(range(len(self.entries)))
         self.events.emit("loaded")
@@ -290,6 +292,7 @@ class MoleculeSetModel:
             if smiles and smiles not in cleaned:
                 cleaned[smiles] = molecule.name or smiles
         self.reference = [(name, smiles) for smiles, name in cleaned.items()]
+        self.reference_path = Path(path or ANTIBIOTICS)
         self._reference_fps = None
         self._reference_values = {}
         return len(self.reference)
@@ -432,7 +435,7 @@ class MoleculeSetModel:
         pattern clears the search."""
         from rdkit import Chem
 
-        self.hits = {}
+        self.hits, self.query = {}, smarts.strip()
         if smarts.strip():
             pattern = Chem.MolFromSmarts(smarts.strip())
             if pattern is None:

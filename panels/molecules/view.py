@@ -20,9 +20,12 @@ trajectory whose atom count changes (multi-frame XYZ) or a sequence trajectory w
 changes (``>t=`` FASTA). Scaffolds, diversity and conformers are computed on a worker thread.
 Every edit goes through ``host.push_edit`` (undo, autosave). A finished ``kcgm.calibrate`` run
 opens its generated molecules; a finished ``branching_flows.*`` run opens its samples and plays
-its trajectories. Exports: the grid (PNG, SVG); the selected rows of the grid or table (all
-shown rows when none are selected) as SMILES, CSV, SDF, FASTA or PDB; the histogram (PNG, SVG,
-PDF by the engine); a 3-D snapshot (PNG).
+its trajectories. Exports, each with its provenance (the file, the run that made it, the sort,
+filter and search, which molecules): the grid (PNG, SVG) and a 3-D snapshot (PNG), drawn at
+twice the screen's resolution by default; the histogram (PNG, SVG, PDF, drawn for the page,
+with the information line as an optional caption); the selected rows of the grid or table (all
+shown rows when none are selected) as SMILES, CSV, SDF, FASTA or PDB with a
+``.provenance.json`` sidecar. Ctrl+E exports the figure of the tab in front (else the grid).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from PySide6.QtCore import (
     QAbstractListModel,
     QAbstractTableModel,
@@ -49,6 +53,7 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
+    QApplication,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -66,6 +71,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import provenance
 from engine.io import FormatError, extension_of
 from engine.io.molecules import (
     DESCRIPTOR_NAMES,
@@ -76,7 +82,13 @@ from engine.io.molecules import (
     parse_smiles,
     read_fasta,
 )
-from panels.molecules.depict import MISSING, DepictionCache, export_grid, render_png
+from panels.molecules.depict import (
+    EXPORT_LIMIT,
+    MISSING,
+    DepictionCache,
+    export_grid,
+    render_png,
+)
 from panels.molecules.exports import ExportRefused
 from panels.molecules.geometry import (
     COLOUR_MODES,
@@ -113,9 +125,17 @@ from panels.molecules.trajectory import (
 )
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.figure_export import (
+    DEFAULT_DPI,
+    SCREEN_DPI,
+    ExportChoice,
+    ask_export,
+    export_widget,
+)
+from panels.widgets.images import png_bytes
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, ExportError, PlotSpecView
+from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.schema_form import SchemaForm
 
 CELL = QSize(150, 120)  # depiction size in the grid
@@ -125,6 +145,8 @@ TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT, TAB_SEQUENCE, TAB_3D = range(5)
 SELECTION_FILTER = ("SMILES (*.smi);;SDF (*.sdf);;FASTA (*.fasta *.fa);;PDB (*.pdb);;"
                     "CSV (*.csv)")
 RUN_METHOD = "kcgm.calibrate"
+ROWS_LISTED = 1000  # entry rows an export's provenance lists (the count is always there)
+RUN_DEPTH = 4  # how far up from an opened file a run folder (params.json) is looked for
 SCROLL_QUIET_MS = 300  # background loops resume this long after the grid last scrolled
 IDLE_WAIT_S = 5.0  # and never wait longer than this for it
 NUMBERING_CHUNK = 20  # chains per hmmscan call: closing the panel waits for one chunk at most
@@ -189,6 +211,14 @@ def _format(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
     return str(value)
+
+
+def _run_folder(path: str | os.PathLike) -> Path | None:
+    """The run folder an opened file lies in (the nearest parent with ``params.json``)."""
+    for parent in list(Path(path).resolve().parents)[:RUN_DEPTH]:
+        if (parent / "params.json").is_file():
+            return parent
+    return None
 
 
 class _Rendered(QObject):
@@ -528,8 +558,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         histogram_row = QHBoxLayout()
         self.export_histogram_button = QPushButton("Export figure…")
         self.export_histogram_button.clicked.connect(
-            lambda: self._save_dialog("Export histogram", "PNG (*.png);;SVG (*.svg);;"
-                                      "PDF (*.pdf)", ".png", self.export_histogram))
+            lambda: self.ask_figure("Export the histogram", "histogram.png",
+                                    self.export_histogram, captioned=True))
         histogram_row.addWidget(self.histogram_box, 1)
         histogram_row.addWidget(self.export_histogram_button)
         histogram_layout.addLayout(histogram_row)
@@ -657,8 +687,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.pin_button.clicked.connect(lambda: self.pin())
         self.export_3d_button = QPushButton("Snapshot…")
         self.export_3d_button.clicked.connect(
-            lambda: self._save_dialog("Export 3-D snapshot", "PNG (*.png)", ".png",
-                                      self.export_3d))
+            lambda: self.ask_figure("Export a 3-D snapshot", "structure.png", self.export_3d))
         self.rmsd_label = QLabel("")
         for widget in (self.colour_box, self.style_box, self.pin_button, self.export_3d_button,
                        self.rmsd_label):
@@ -755,14 +784,27 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.rmsd_label.setText(f"pinned #{self._current + 1}: choose another entry")
         return True
 
-    @command("Export failed")
-    def export_3d(self, path: str | os.PathLike) -> Path | None:
-        """The 3-D view as PNG (needs OpenGL)."""
-        if self.viewer_3d is None or not self.viewer_3d.grabFramebuffer().save(
-                str(path), "PNG"):
-            self.host.show_error("Export failed", f"{path}: the 3-D view is not drawn here")
-            return None
-        return Path(path)
+    def export_3d(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                  caption: bool = False) -> Path:
+        """The 3-D view rendered again at ``dpi`` (PNG; needs OpenGL), provenance inside."""
+        target = Path(path)
+        if target.suffix.lower() != ".png":
+            raise ValueError(f"{target}: a 3-D snapshot is written as .png")
+        if self.viewer_3d is None:
+            raise ValueError(f"{target}: the 3-D view is not drawn here (open its tab; it "
+                             "needs OpenGL)")
+        scale = dpi / SCREEN_DPI
+        width, height = (round(self.viewer_3d.width() * scale),
+                         round(self.viewer_3d.height() * scale))
+        pixels = np.ascontiguousarray(self.viewer_3d.snapshot((width, height)))  # BGRA
+        image = QImage(pixels.data, width, height, 4 * width, QImage.Format.Format_ARGB32)
+        image.setDotsPerMeterX(round(dpi / 0.0254))
+        image.setDotsPerMeterY(round(dpi / 0.0254))
+        indices = [self._current] if self._current >= 0 else []
+        record = self.figure_record("3d", indices, colour=self.colour_box.currentText(),
+                                    style=self.style_box.currentText(), dpi=dpi,
+                                    pinned=self.pinned[0] if self.pinned else None)
+        return provenance.write(target, png_bytes(image), record)
 
     @command("Cannot show the residue")
     def _on_residue(self, track: int, position: int) -> None:
@@ -1376,43 +1418,119 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- export --------------------------------------------------------------------------
 
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path:
+        """Ctrl+E: the figure of the tab in front (the histogram, the 3-D view), else the
+        grid. Raises with the file's name when it cannot be written."""
+        tab = self.tabs.currentIndex()
+        if tab == TAB_HISTOGRAMS:
+            return self.export_histogram(path, dpi, caption)
+        if tab == TAB_3D and self.viewer_3d is not None:
+            return self.export_3d(path, dpi)
+        return self.export_grid(path, dpi)
+
     @command("Export failed")
-    def export_grid(self, path: str | os.PathLike) -> Path | None:
-        """The grid in display order (the first 60 valid molecules), hits highlighted."""
+    def ask_figure(self, title: str, name: str, write, captioned: bool = False) -> None:
+        """The export dialog (file, resolution, caption), then ``write(path, dpi, caption)``."""
+        choice = ask_export(self, title, name, self.figure_caption() if captioned else "")
+        if choice is not None:
+            written = write(choice.path, choice.dpi, choice.caption)
+            self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")
+
+    def export_grid(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                    caption: bool = False) -> Path:
+        """The grid in display order (the first 60 valid molecules), hits highlighted, drawn
+        at ``dpi``; PNG or SVG with its provenance inside."""
         shown = [self.model.entries[i] for i in self.model.order]
         legends = [f"{e.name} {self.grid_model.shown_property} "
                    f"{_format(self.model.value(i, self.grid_model.shown_property))}".strip()
                    for i, e in zip(self.model.order, shown, strict=True)]
         highlights = [self.model.hits[i].atoms if i in self.model.hits else ()
                       for i in self.model.order]
-        try:
-            return export_grid(path, [e.smiles for e in shown], legends, highlights)
-        except (ValueError, OSError) as exc:
-            self.host.show_error("Export failed", str(exc))
-            return None
+        drawn = [i for i in self.model.order if self.model.entries[i].valid][:EXPORT_LIMIT]
+        record = self.figure_record("grid", drawn, dpi=dpi)
+        return export_grid(path, [e.smiles for e in shown], legends, highlights, record,
+                           dpi / SCREEN_DPI)
+
+    def export_histogram(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                         caption: bool = False) -> Path:
+        """The histogram as shown (set vs reference, its legend and axis names) drawn for the
+        page at ``dpi``: PNG, SVG or PDF with its provenance inside."""
+        self.tabs.setCurrentIndex(TAB_HISTOGRAMS)  # drawn (and laid out) only when shown
+        self.draw_histogram()
+        QApplication.sendPostedEvents()  # the page's layout, so the plot has its size
+        record = self.figure_record("histogram", list(self.model.order),
+                                    property=self.histogram_box.currentText(),
+                                    reference=str(self.model.reference_path))
+        record["sources"] += provenance.record([self.model.reference_path])["sources"]
+        return export_widget(self.histogram, ExportChoice(Path(path), dpi, caption), record,
+                             self.figure_caption())
+
+    def figure_caption(self) -> str:
+        """The information line under the histogram: its property, the file and how the
+        rows were chosen."""
+        state = {**self._view_state(), "property": self.histogram_box.currentText()}
+        return "; ".join(f"{key} {value}" for key, value in state.items()
+                         if value not in (None, "", [])) or "no molecules open"
+
+    def figure_record(self, figure: str, indices: list[int], **view: Any) -> dict:
+        """Provenance of an export: the open file and the run that made it, the view that
+        chose and ordered the molecules, and which molecules (rows of the file)."""
+        return provenance.record(*self._export_parts(figure, indices, **view))
+
+    def _export_parts(self, figure: str, indices: list[int], **view: Any
+                      ) -> tuple[list[str], dict, list[dict]]:
+        """(sources, view, runs) of ``provenance.record``: gathered here, on the GUI thread;
+        the record (which hashes the files) may be made on a worker."""
+        path = self.model.path
+        sources = [path] if path and Path(path).exists() else []
+        run = _run_folder(path) if sources else None
+        entries = self.model.entries
+        listed = {"panel": "molecules", "figure": figure, **self._view_state(),
+                  "count": len(indices),
+                  "molecules": [{"row": i + 1, "name": entries[i].name,
+                                 "smiles": entries[i].smiles} for i in indices[:ROWS_LISTED]],
+                  **view}
+        return sources, listed, [provenance.run_entry(run)] if run is not None else []
+
+    def _view_state(self) -> dict[str, Any]:
+        model = self.model
+        sort = model.sort_key
+        return {"file": model.path,
+                "sorted by": f"{sort[0]} {'descending' if sort[1] else 'ascending'}"
+                if sort else None,
+                "scaffold": model.scaffold_filter,
+                "SMARTS": f"{model.query} ({len(model.hits)} hits)" if model.query else None,
+                "shown": f"{len(model.order)} of {len(model.entries)}",
+                "property": self.grid_model.shown_property}
 
     @command("Export failed")
     def export_set(self, path: str | os.PathLike, background: bool = False) -> Path | None:
         """The selected rows (all shown when none are) as SMILES, CSV, SDF, FASTA or PDB, by
-        the suffix; a format that fits none of them is refused with the reason. In the
-        ``background`` (the dialog's way: ETKDG over a big selection takes a while) the file
-        is written on the worker and the status line reports it."""
+        the suffix, with a ``.provenance.json`` sidecar; a format that fits none of them is
+        refused with the reason. In the ``background`` (the dialog's way: ETKDG over a big
+        selection takes a while) the file is written on the worker and the status line
+        reports it."""
         indices, which = self.export_rows()
+        parts = self._export_parts("selection", indices, selection=which)
         if background:
             _import_export_modules()
             self.status.setText(f"exporting {which} to {Path(path).name}…")
-            self.compute("export", lambda: (path, which, self._export_outcome(path, indices)))
+            self.compute("export", lambda: (path, which,
+                                            self._export_outcome(path, indices, parts)))
             return None
-        outcome = self._export_outcome(path, indices)
+        outcome = self._export_outcome(path, indices, parts)
         if isinstance(outcome, Exception):  # refused, or disk, RDKit and gemmi errors
             self._export_failed(path, outcome)
             return None
         return self._exported(which, outcome)
 
-    def _export_outcome(self, path: str | os.PathLike, indices: list[int]):
-        """What was written, or why not (on the worker)."""
+    def _export_outcome(self, path: str | os.PathLike, indices: list[int], parts: tuple):
+        """What was written (with its sidecar), or why not (on the worker)."""
         try:
-            return self.model.export(path, indices)
+            written = self.model.export(path, indices)
+            provenance.write_sidecar(written.path, provenance.record(*parts))
+            return written
         except Exception as exc:  # noqa: BLE001 - reported on the GUI thread
             return exc
 
@@ -1431,36 +1549,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.status.setText(f"Export failed: {exc}")
             self.host.show_error("Export failed", f"{path}: {exc}")
 
-    @command("Export failed")
-    def export_histogram(self, path: str | os.PathLike) -> Path | None:
-        """The histogram as shown: PNG/SVG here, PDF rendered by the engine
-        (``figure.export``)."""
-        target = Path(path)
-        self.tabs.setCurrentIndex(TAB_HISTOGRAMS)  # drawn (and laid out) only when shown
-        self.draw_histogram()
-        fmt = target.suffix.lstrip(".").lower()
-        if fmt == "pdf":
-            self.host.request("figure.export", {"spec": self.histogram.spec(),
-                                                "path": str(target),
-                                                "provenance": self.histogram.provenance},
-                              on_reply=lambda reply: self.status.setText(
-                                  f"Exported {reply.get('path', target)}"),
-                              on_error=lambda message: self.host.show_error(
-                                  "Export failed", message))
-            return target
-        if fmt not in LOCAL_EXPORT_FORMATS:
-            self.host.show_error("Export failed", f"{target}: choose .png, .svg or .pdf")
-            return None
-        try:
-            self.histogram.export(target)
-        except ExportError as exc:
-            self.host.show_error("Export failed", str(exc))
-            return None
-        self.status.setText(f"Exported {target}")
-        return target
-
     def choose_grid_path(self) -> None:
-        self._save_dialog("Export grid", "Images (*.png *.svg)", ".png", self.export_grid)
+        self.ask_figure("Export the grid", "molecules.png", self.export_grid)
 
     def choose_set_path(self) -> None:
         self._save_dialog("Export selection", SELECTION_FILTER, ".smi",

@@ -1,14 +1,16 @@
 """Exports of the molecule panel: the selected rows (or all shown) as SMILES, SDF, FASTA and
 PDB read back with RDKit, gemmi and our own readers; an exported SDF or CSV opened again brings
 its accept/reject/flag marks back; refusals where a format cannot hold the selection; the
-histogram as PNG, SVG and (engine-rendered) PDF."""
+histogram as PNG, SVG and PDF drawn here with their provenance."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from PySide6.QtCore import QItemSelectionModel
+from PySide6.QtGui import QImage
 
+from engine import provenance
 from engine.io.molecules import DESCRIPTOR_NAMES, read_fasta, read_pdb, read_sdf, read_smiles
 from panels.molecules import MANIFEST
 from panels.molecules.model import FOREIGN_FLAG_COLUMN, MoleculeSetModel
@@ -235,8 +237,6 @@ def test_formats_that_cannot_hold_the_selection_are_refused(panel, molecules, tm
 
 
 def test_histogram_exports_png_svg_and_pdf(panel, molecules, tmp_path):
-    from engine.methods.figures import REQUESTS
-
     reference = tmp_path / "ref.smi"
     reference.write_text("c1ccccc1C(=O)O benzoic\nCCCCCC hexane\n")
     assert panel.open_file(molecules) and panel.load_reference(reference)
@@ -244,15 +244,15 @@ def test_histogram_exports_png_svg_and_pdf(panel, molecules, tmp_path):
     png = panel.export_histogram(tmp_path / "h.png")
     assert panel.tabs.currentIndex() == TAB_HISTOGRAMS
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+    assert QImage(str(png)).width() == 2 * panel.histogram.width()  # 192 dpi by default
     svg = panel.export_histogram(tmp_path / "h.svg").read_text()
     assert "<svg" in svg and "HeavyAtoms" in svg
-
-    def engine_request(name, args, on_reply, on_error=None):  # the engine's own renderer
-        on_reply(REQUESTS[name](args))
-
-    panel.host.request = engine_request
-    pdf = panel.export_histogram(tmp_path / "h.pdf")
+    pdf = panel.export_histogram(tmp_path / "h.pdf")  # drawn here, no engine needed
     assert pdf.read_bytes()[:5] == b"%PDF-" and b"%%EOF" in pdf.read_bytes()[-64:]
-    assert panel.status.text() == f"Exported {pdf}"
-    assert panel.export_histogram(tmp_path / "h.gif") is None
-    assert panel.host.errors[-1][0] == "Export failed"
+    for written in (png, tmp_path / "h.svg", pdf):
+        record = provenance.read(written)
+        assert record["view"]["property"] == "HeavyAtoms", written
+        assert [s["path"] for s in record["sources"]] == [str(molecules.resolve()),
+                                                          str(reference.resolve())]
+    with pytest.raises(ValueError, match="h.gif: export as .png, .svg or .pdf"):
+        panel.export_histogram(tmp_path / "h.gif")

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtGui import QImage
 
+from engine import provenance
 from panels.molecules.view import TAB_3D, MoleculesPanel
 from tests.panels.conftest import FakeHost
 from tests.panels.molecules.test_geometry_and_sequence import peptide_pdb
@@ -113,7 +115,9 @@ def draw_on_a_display() -> None:
     assert len(viewer.highlight.pos) == 9
     image = viewer.snapshot((200, 150))
     assert image.shape[2] == 4 and (image[..., :3] > 30).any(), "a black frame"
-    assert panel.export_3d(folder / "shot.png").read_bytes()[:4] == b"\x89PNG"
+    shot = panel.export_3d(folder / "shot.png")  # drawn again at 192 dpi, provenance inside
+    assert QImage(str(shot)).width() == 2 * viewer.width()
+    assert provenance.read(shot)["view"]["figure"] == "3d"
     print("3-D view ok", flush=True)
     os._exit(0)  # GL teardown at interpreter exit can crash some drivers
 
