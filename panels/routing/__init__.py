@@ -10,6 +10,6 @@ MANIFEST = PanelManifest(
     factory="panels.routing.view:RoutingPanel",
     formats=("def", "lef", "guide"),
     methods=("chipstar.",),
-    exports=("png", "svg", "def"),
+    exports=("png", "svg", "pdf", "def", "guide"),
     papers=("chipstar",),
 )

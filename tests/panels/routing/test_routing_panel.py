@@ -57,6 +57,7 @@ def test_manifest_names_the_view_factory() -> None:
     module, name = MANIFEST.factory.split(":")
     assert getattr(importlib.import_module(module), name) is RoutingPanel
     assert MANIFEST.formats == ("def", "lef", "guide") and MANIFEST.papers == ("chipstar",)
+    assert MANIFEST.exports == ("png", "svg", "pdf", "def", "guide")
 
 
 def test_opens_gcd_with_every_wire_batched_per_layer(opened) -> None:
