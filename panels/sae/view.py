@@ -239,7 +239,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.summary_box = QComboBox()
         self.summary_box.currentTextChanged.connect(self._show_summary)
         self.summary_plot = PlotSpecView()
-        summary = QWidget()
+        self.summary_tab = summary = QWidget()
         summary_layout = QVBoxLayout(summary)
         summary_layout.addWidget(self.summary_box)
         summary_layout.addWidget(self.summary_plot, 1)
@@ -660,6 +660,20 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             raise ValueError(f"{target}: choose .html, .png, .svg or .pdf")
         self.status.setText(f"Exported {target}")
         return target
+
+    def current_plot(self) -> PlotSpecView | None:
+        """Ctrl+E: the density or summary plot when its tab is in front (its provenance names
+        the run, the SAE and the figure); else ``None``, and the shell exports the feature
+        dashboard through ``export_figure``."""
+        shown = self.tabs.currentWidget()
+        if shown is self.density_plot:
+            plot, figure = self.density_plot, "feature density"
+        elif shown is self.summary_tab:
+            plot, figure = self.summary_plot, self.summary_box.currentText()
+        else:
+            return None
+        plot.provenance = self.export_provenance({"figure": figure})
+        return plot
 
     def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
                       caption: bool = False) -> Path:

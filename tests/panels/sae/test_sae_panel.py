@@ -455,8 +455,8 @@ def test_ctrl_e_and_the_export_dialog_write_the_dashboard(panel, run_dir, tmp_pa
     from panels.sae import view
     from panels.widgets.figure_export import ExportChoice
 
-    assert not hasattr(panel, "current_plot")
     panel.open_path(run_dir)
+    assert panel.current_plot() is None  # the feature table in front: the dashboard
     panel.show_feature(1)
     record = provenance.read(panel.export_figure(tmp_path / "ctrl-e.png"))
     assert record["view"]["dpi"] == 192 and record["view"]["features"] == [1]
@@ -464,3 +464,15 @@ def test_ctrl_e_and_the_export_dialog_write_the_dashboard(panel, run_dir, tmp_pa
         tmp_path / "chosen.png", 288, True))
     panel.choose_export_path()
     assert provenance.read(tmp_path / "chosen.png")["view"]["dpi"] == 288
+
+
+def test_ctrl_e_on_the_density_tab_exports_that_plot_with_the_run(panel, run_dir, tmp_path):
+    from engine import provenance
+
+    panel.open_path(run_dir)
+    panel.tabs.setCurrentWidget(panel.density_plot)
+    plot = panel.current_plot()
+    assert plot is panel.density_plot and plot.series_names() == ["features"]
+    record = provenance.read(plot.export(tmp_path / "density.png"))
+    assert record["view"]["figure"] == "feature density"
+    assert record["view"]["sae"] == "L0-bypass-s0" and record["runs"][0]["run_id"] == "r"
