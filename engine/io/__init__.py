@@ -10,6 +10,7 @@ torch-free: the GUI memory-maps the same files the engine trains on.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -101,8 +102,17 @@ def inspect_file(path: str | os.PathLike) -> dict:
     except Exception as exc:  # a reader's own library failing on a hostile file
         raise FormatError(path, f"not a readable {fmt.description} ({type(exc).__name__}: "
                                 f"{exc})") from None
+    summary, metadata = report.get("summary", {}), report.get("metadata", {})
+    if "provenance" not in metadata:  # a data file Studio exported: its sidecar says whence
+        from engine.provenance import SIDECAR_SUFFIX, read
+
+        if path.with_name(path.name + SIDECAR_SUFFIX).exists():
+            found = read(path)
+            if found is not None:
+                metadata["provenance"] = found
+                summary["provenance"] = json.dumps(found, sort_keys=True, default=str)
     return {"path": str(path), "format": fmt.name, "panel": fmt.panel,
-            "summary": report.get("summary", {}), "metadata": report.get("metadata", {})}
+            "summary": summary, "metadata": metadata}
 
 
 def by_extension(*extensions: str) -> Callable[[Path, bytes], int]:

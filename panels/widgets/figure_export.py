@@ -142,7 +142,7 @@ def _paint(painter: QPainter, widget: QWidget, caption: str) -> None:
     try:
         painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
-        widget.render(painter, QPoint(0, 0))
+        QWidget.render(widget, painter, QPoint(0, 0))  # pyqtgraph views redefine render()
         if caption:
             painter.setPen(QColor("black"))
             painter.setFont(_caption_font(widget))

@@ -94,3 +94,10 @@ def test_inspect_prints_a_figures_provenance(made, tmp_path, capsys) -> None:
     bare = provenance.write(tmp_path / "bare.png", tiny_png(), {})
     assert cli_main(["inspect", str(bare)]) == 0
     assert "provenance: none" in capsys.readouterr().out
+
+
+def test_inspect_prints_a_data_files_sidecar(made, tmp_path, capsys) -> None:
+    target = provenance.write(tmp_path / "picked.smi", b"CCO ethanol\nCCN ethylamine\n", made)
+    assert cli_main(["inspect", str(target)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{target}: smiles" in printed and "brainworld.generate" in printed

@@ -50,3 +50,17 @@ def test_an_unwritable_place_is_named(view, tmp_path) -> None:
         export_widget(view, ExportChoice(tmp_path / "file" / "figure.png"), {})
     with pytest.raises(ValueError, match="figure.tiff"):
         export_widget(view, ExportChoice(tmp_path / "figure.tiff"), {})
+
+
+def test_a_pyqtgraph_view_is_drawn_too(qapp, tmp_path) -> None:
+    """pyqtgraph's views replace ``render`` with one of another signature."""
+    import pyqtgraph as pg
+
+    plot = pg.PlotWidget()
+    plot.plot([0, 1, 2], [2, 0, 1])
+    plot.resize(200, 120)
+    try:
+        path = export_widget(plot, ExportChoice(tmp_path / "curve.png", dpi=192), {"studio": "x"})
+        assert QImage(str(path)).width() == 400
+    finally:
+        plot.deleteLater()
