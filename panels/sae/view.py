@@ -454,6 +454,8 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         steerable = self.model.decoder_checkpoint is not None
         self.steer_box.setEnabled(steerable)
         self.steer_box.setToolTip("" if steerable else STEER_ONLY_DECODER)
+        self.page_tabs.setTabToolTip(self.page_tabs.indexOf(self.steer_box),
+                                     "" if steerable else STEER_ONLY_DECODER)
         self.label_edit.setText(page.label)
         self.note_edit.setText(page.note)
         self.contexts_view.set_data(page.contexts or {"title": "no contexts stored",
