@@ -133,10 +133,13 @@ class SceneModel:
             self.set_data(data)
 
     def set_data(self, data: dict) -> None:
-        """Take a scene (already validated by the edit that carries it) and save it."""
+        """Take a scene (already validated by the edit that carries it) and save it. The file
+        is written last, just before the history autosaves the edit: a crash between the two
+        leaves a file the saved edits do not lead to (reopened, it asks about them), so the
+        redraw must not sit in that gap (the soak's kills met it once in ten)."""
         self.scene = validated(data)
-        self.save()
         self.events.emit("scene", scene=self.scene)
+        self.save()
 
     def save(self, path: str | Path | None = None) -> Path | None:
         """Write the scene JSON atomically (to ``path``, which becomes the scene's file)."""
