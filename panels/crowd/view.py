@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSlider,
     QSpinBox,
     QSplitter,
@@ -101,25 +102,62 @@ class _Task(QRunnable):
         self.signals.finished.emit(result)
 
 
+MIN_VIEW_PX = 120  # the clips and the track map shrink this far before the window grows
+
+
 class PointerLabel(QLabel):
-    """A QLabel that reports mouse presses, drags and releases in its pixmap's pixels."""
+    """A QLabel showing a picture scaled down to fit (three clips side by side never widen
+    the window), reporting mouse presses, drags and releases in the picture's own pixels."""
 
     def __init__(self, on_press: Callable[[float, float], None],
                  on_drag: Callable[[float, float], None],
                  on_release: Callable[[float, float], None]) -> None:
         super().__init__("")
         self.on_press, self.on_drag, self.on_release = on_press, on_drag, on_release
+        self._picture = QPixmap()
+        self._scale = 1.0
+        # the layout gives the room; the picture follows (a pixmap's size would be a minimum)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        self.setMinimumSize(MIN_VIEW_PX, MIN_VIEW_PX)
+
+    def setPixmap(self, pixmap: QPixmap) -> None:  # noqa: N802 - Qt's name
+        self._picture = QPixmap(pixmap)
+        self._show_scaled()
+
+    def pixmap(self) -> QPixmap:
+        """The picture at its own resolution (what exports and tests read)."""
+        return self._picture
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._show_scaled()
+
+    def _show_scaled(self) -> None:
+        if self._picture.isNull():
+            self._scale = 1.0
+            super().setPixmap(self._picture)
+            return
+        self._scale = min(1.0, self.width() / self._picture.width(),
+                          self.height() / self._picture.height())
+        if self._scale >= 1.0:
+            super().setPixmap(self._picture)
+            return
+        super().setPixmap(self._picture.scaled(
+            max(1, round(self._picture.width() * self._scale)),
+            max(1, round(self._picture.height() * self._scale)),
+            Qt.AspectRatioMode.IgnoreAspectRatio, Qt.TransformationMode.SmoothTransformation))
 
     def pixmap_point(self, event) -> tuple[float, float]:
-        pixmap = self.pixmap()
         position = event.position()
-        if pixmap is None or pixmap.isNull():
+        if self._picture.isNull():
             return position.x(), position.y()
-        left = (self.width() - pixmap.width()) / 2 if self.alignment() & \
+        shown_w, shown_h = self._picture.width() * self._scale, \
+            self._picture.height() * self._scale
+        left = (self.width() - shown_w) / 2 if self.alignment() & \
             Qt.AlignmentFlag.AlignHCenter else 0
-        top = (self.height() - pixmap.height()) / 2 if self.alignment() & \
+        top = (self.height() - shown_h) / 2 if self.alignment() & \
             Qt.AlignmentFlag.AlignVCenter else 0
-        return position.x() - left, position.y() - top
+        return (position.x() - left) / self._scale, (position.y() - top) / self._scale
 
     def mousePressEvent(self, event) -> None:
         self.on_press(*self.pixmap_point(event))
