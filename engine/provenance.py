@@ -71,12 +71,9 @@ def run_entry(run_dir: str | Path) -> dict:
 
 
 def studio_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from engine import __version__
 
-    try:
-        return version("neurips-studio")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def loaded_versions() -> dict[str, str]:

@@ -9,6 +9,7 @@ touches what the user sees), a small thread pool for disk work, and a ``StudioHo
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import sqlite3
@@ -39,6 +40,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.provenance import studio_version
 from engine.workspace import Workspace
 from studio import catalogue
 from studio.bridge import EngineBridge
@@ -59,8 +61,6 @@ log = logging.getLogger("studio.window")
 DEFAULT_SIZE = (1360, 860)
 PREWARM_DELAY_MS = 300
 RUNS_DOCK_HEIGHT = 300
-EXPORT_FILTERS = {"png": "PNG image (*.png)", "svg": "SVG drawing (*.svg)",
-                  "pdf": "PDF document, rendered by the engine (*.pdf)"}
 ENGINE_STATE_TEXT = {"starting": "Engine starting…", "ready": "Engine ready",
                      "busy": "Engine busy", "restarting": "Engine restarting…",
                      "stopped": "Engine stopped"}
@@ -557,13 +557,21 @@ class MainWindow(QMainWindow):
         self.export_plot(plot)
 
     def export_panel_figure(self, panel, title: str) -> None:
-        """Ask where, then write the panel's figure (``panel.export_figure(path)``)."""
-        path, _ = QFileDialog.getSaveFileName(self, f"Export the {title} figure", "figure.png",
-                                              ";;".join(EXPORT_FILTERS.values()))
-        if not path:
+        """Ask where, at which resolution and with or without the panel's information line
+        (the export dialog), then write the panel's figure (``panel.export_figure``)."""
+        from panels.widgets.figure_export import ask_export
+
+        caption = getattr(panel, "information_line", lambda: "")()
+        choice = ask_export(self, f"Export the {title} figure", "figure.png", caption)
+        if choice is None:
             return
+        path = str(choice.path)
+        accepted = inspect.signature(panel.export_figure).parameters
+        options = {name: value for name, value in (("dpi", choice.dpi),
+                                                   ("caption", choice.caption))
+                   if name in accepted}
         try:
-            written = panel.export_figure(path)
+            written = panel.export_figure(path, **options)
         except Exception as exc:  # a panel's export must not take the window down
             log.exception("export of the %s figure failed", title)
             self.show_error("Export failed", f"{path}: {exc}")
@@ -571,39 +579,33 @@ class MainWindow(QMainWindow):
         self.status(f"Exported {written or path}")
 
     def export_plot(self, view, provenance: dict | None = None) -> None:
-        """Ask where, then export ``view`` (a PlotSpecView) as PNG, SVG or PDF."""
-        dialog = QFileDialog(self, "Export plot")
-        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilters(list(EXPORT_FILTERS.values()))
-        dialog.setDefaultSuffix("png")
+        """Ask where and at which resolution (the export dialog), then export ``view`` (a
+        PlotSpecView) as PNG, SVG or PDF."""
+        from panels.widgets.figure_export import ask_export
 
-        def chosen(path: str) -> None:
-            if not Path(path).suffix:
-                fmt = next(k for k, v in EXPORT_FILTERS.items()
-                           if v == dialog.selectedNameFilter())
-                path = f"{path}.{fmt}"
-            self.export_plot_to(view, path, provenance)
-
-        dialog.filterSelected.connect(lambda text: dialog.setDefaultSuffix(
-            next(k for k, v in EXPORT_FILTERS.items() if v == text)))
-        dialog.fileSelected.connect(chosen)
-        dialog.finished.connect(dialog.deleteLater)
-        dialog.open()
+        choice = ask_export(self, "Export plot", "plot.png")
+        if choice is not None:
+            self.export_plot_to(view, choice.path, provenance, dpi=choice.dpi)
 
     def export_plot_to(self, view, path: str | os.PathLike, provenance: dict | None = None,
-                       on_done=None) -> None:
-        """PNG and SVG here (pyqtgraph), PDF by the engine (``figure.export``, matplotlib);
-        the provenance goes into the file's metadata either way."""
+                       on_done=None, dpi: int | None = None) -> None:
+        """PNG drawn here at ``dpi`` (192 by default), SVG by pyqtgraph, PDF by the engine
+        (``figure.export``, matplotlib); the provenance record (``engine.provenance``, with
+        the panel's own keys and the run the plot shows) goes into the file either way."""
+        from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, export_widget
+
         target = Path(path)
         fmt = target.suffix.lstrip(".").lower()
         if provenance is not None:
             view.provenance = dict(provenance)
-        provenance = {**view.provenance, "exported_by": "Studio",
-                      "studio_version": _studio_version()}
+        record = self._plot_record(view)
         if fmt in ("png", "svg"):
-            saved, view.provenance = view.provenance, provenance
+            saved, view.provenance = view.provenance, record
             try:
-                view.export(target)
+                if fmt == "png":
+                    export_widget(view, ExportChoice(target, dpi or DEFAULT_DPI), record)
+                else:
+                    view.export(target)
             except Exception as exc:
                 self.show_error("Export failed", str(exc))
                 return
@@ -624,8 +626,25 @@ class MainWindow(QMainWindow):
                 on_done(reply.get("path", str(target)))
 
         self.host.request("figure.export", {"spec": view.spec(), "path": str(target),
-                                            "provenance": provenance}, on_reply=replied,
+                                            "provenance": record}, on_reply=replied,
                           on_error=lambda message: self.show_error("Export failed", message))
+
+    def _plot_record(self, view) -> dict:
+        """The plot's provenance record: the panel's own keys kept, the plot's title and
+        axes as its view, and the run it shows (id, method, params, seed) when it names one."""
+        from engine import provenance
+
+        given = dict(view.provenance)
+        if provenance.MARK in given:
+            return given
+        spec = view.spec()
+        runs = []
+        run_id = given.get("run_id")
+        if isinstance(run_id, str) and (self.workspace.run_dir(run_id) / "params.json").exists():
+            runs.append(provenance.run_entry(self.workspace.run_dir(run_id)))
+        shown = {"title": spec.get("title"), "x": spec.get("xlabel"), "y": spec.get("ylabel"),
+                 "series": [series.get("name") for series in spec.get("series", [])]}
+        return provenance.record(view=shown, runs=runs, exported_by="Studio", **given)
 
     def export_selected_checkpoint(self) -> None:
         record = self.runs_dock.current_record()
@@ -775,7 +794,7 @@ class MainWindow(QMainWindow):
 
     def show_about(self) -> None:
         self.show_info("About Studio",
-                       f"Studio {_studio_version()}: run the methods of nineteen NeurIPS 2026 "
+                       f"Studio {studio_version()}: run the methods of nineteen NeurIPS 2026 "
                        f"papers on your own data.\n\nWorkspace: {self.workspace.root}\n"
                        f"Logs: {self.log_dir}")
 
@@ -838,12 +857,6 @@ def _import_all(modules: list[str]) -> None:
             importlib.import_module(name)
         except Exception as exc:  # a broken panel is reported when it is opened
             log.info("prewarm: %s did not import (%s)", name, exc)
-
-
-def _studio_version() -> str:
-    from engine import __version__
-
-    return __version__
 
 
 def plot_has_data(plot) -> bool:

@@ -204,7 +204,7 @@ def test_the_runs_dock_opens_each_output_in_the_panel_that_opens_it(main_window,
 def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_window, tmp_path,
                                                                          monkeypatch) -> None:
     """Ctrl+E on the fMRI tab wrote the runs dock's empty 0-1 plot without a word."""
-    from PySide6.QtWidgets import QFileDialog, QWidget
+    from PySide6.QtWidgets import QWidget
 
     class Figured(QWidget):
         def __init__(self) -> None:
@@ -239,6 +239,9 @@ def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_wind
     main_window.tabs.addTab(figured, "Slices")
     main_window.tabs.setCurrentWidget(figured)
     target = str(tmp_path / "slices.png")
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *args, **kw: (target, ""))
+    from panels.widgets import figure_export
+
+    monkeypatch.setattr(figure_export, "ask_export",
+                        lambda *args, **kw: figure_export.ExportChoice(Path(target)))
     export.trigger()
     assert figured.written == [target] and len(main_window.errors) == 3

@@ -14,6 +14,7 @@ from PySide6.QtGui import QImage
 from engine import provenance
 from engine.content import content_hash
 from panels.molecules.view import TAB_HISTOGRAMS
+from panels.widgets import figure_export
 
 SMILES = ["CCO ethanol", "c1ccccc1O phenol", "CC(=O)Oc1ccccc1C(=O)O aspirin",
           "CCCCCCCCCC decane", "c1ccccc1N aniline"]
@@ -101,13 +102,12 @@ def test_the_histogram_caption_is_the_information_line(panel, tmp_path):
 
 def test_ctrl_e_writes_the_figure_of_the_tab_in_front(main_window, qtbot, tmp_path,
                                                       monkeypatch):
-    import studio.main_window as shell
 
     panel = main_window.open_panel("molecules")
     assert panel.open_file(_set(tmp_path))
     target = tmp_path / "ctrl-e.png"
-    monkeypatch.setattr(shell.QFileDialog, "getSaveFileName",
-                        staticmethod(lambda *args, **kwargs: (str(target), "")))
+    monkeypatch.setattr(figure_export, "ask_export",
+                        lambda *args, **kwargs: figure_export.ExportChoice(target))
 
     main_window.export_current_plot()
     assert provenance.read(target)["view"]["figure"] == "grid"

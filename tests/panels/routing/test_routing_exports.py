@@ -15,6 +15,7 @@ from PySide6.QtGui import QColor, QImage
 from engine import provenance
 from engine.content import content_hash
 from panels.routing.view import RoutingPanel
+from panels.widgets import figure_export
 
 
 @pytest.fixture
@@ -136,14 +137,13 @@ def test_saved_def_and_guides_get_a_provenance_sidecar(opened, gcd, tmp_path) ->
 
 def test_ctrl_e_writes_the_route_canvas(main_window, qtbot, gcd, tmp_path,
                                         monkeypatch) -> None:
-    import studio.main_window as shell
 
     lef, def_ = gcd
     panel = main_window.open_panel("routing")
     assert panel.open_design(def_, lef)
     target = tmp_path / "ctrl-e.png"
-    monkeypatch.setattr(shell.QFileDialog, "getSaveFileName",
-                        staticmethod(lambda *args, **kwargs: (str(target), "")))
+    monkeypatch.setattr(figure_export, "ask_export",
+                        lambda *args, **kwargs: figure_export.ExportChoice(target))
 
     main_window.export_current_plot()
 
