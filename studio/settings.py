@@ -1,4 +1,6 @@
-"""The user's preferences, kept in QSettings: workspace, device, cluster, theme, recent files."""
+"""The user's preferences, kept in QSettings: workspace, device, cluster, theme, recent files,
+and the readers' resource budgets (``STUDIO_MAX_*``, exported to this process's environment so
+the GUI's own readers and the engine it starts both use them)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from PySide6.QtCore import QByteArray, QSettings
 THEMES = ("dark", "light")
 DEVICES = ("auto", "cpu", "cuda")
 MAX_RECENT_FILES = 10
+# Budgets the shell set when the app started win over stored ones (and are shown as such).
+SHELL_BUDGETS = frozenset(name for name in os.environ if name.startswith("STUDIO_MAX_"))
 
 
 class Settings:
@@ -17,6 +21,7 @@ class Settings:
 
     def __init__(self, store: QSettings | None = None) -> None:
         self.store = store if store is not None else QSettings()
+        self.export_budgets()
 
     def _get(self, key: str, default: str) -> str:
         value = self.store.value(key, default)
@@ -61,6 +66,42 @@ class Settings:
     @theme.setter
     def theme(self, theme: str) -> None:
         self.store.setValue("appearance/theme", theme)
+
+    # -- reader budgets ------------------------------------------------------------------------
+    def budgets(self) -> dict[str, float]:
+        """Stored budgets by environment variable (only those the user changed)."""
+        from engine.io.limits import BUDGETS
+
+        stored = {}
+        for budget in BUDGETS:
+            try:
+                value = float(self.store.value(f"budgets/{budget.env}", 0) or 0)
+            except (TypeError, ValueError):
+                continue
+            if value > 0:
+                stored[budget.env] = value
+        return stored
+
+    def set_budgets(self, values: dict[str, float]) -> None:
+        """Store ``values`` (a value equal to the default is forgotten) and export them."""
+        from engine.io.limits import BUDGETS
+
+        for budget in BUDGETS:
+            value = values.get(budget.env)
+            if value is None or value == budget.default:
+                self.store.remove(f"budgets/{budget.env}")
+                if budget.env not in SHELL_BUDGETS:
+                    os.environ.pop(budget.env, None)
+            else:
+                self.store.setValue(f"budgets/{budget.env}", value)
+        self.export_budgets()
+
+    def export_budgets(self) -> None:
+        """Put the stored budgets into this process's environment (the engine started from
+        it inherits them); a budget set in the shell is left as the shell set it."""
+        for name, value in self.budgets().items():
+            if name not in SHELL_BUDGETS:
+                os.environ[name] = str(int(value)) if value.is_integer() else str(value)
 
     # -- recent files ------------------------------------------------------------------------
     def recent_files(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""Settings: workspace folder, device preference, default cluster address, theme."""
+"""Settings: workspace folder, device preference, default cluster address, theme, and the
+readers' resource budgets."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -19,9 +21,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from studio.settings import DEVICES, THEMES, Settings
+from studio.settings import DEVICES, SHELL_BUDGETS, THEMES, Settings
 
 CLUSTER_HINT = "local, auto, host:port or ray://host:port"
+MB = 1024 * 1024
+# (environment variable, label, shown unit, stored value per shown unit)
+BUDGET_FIELDS = (
+    ("STUDIO_MAX_DECOMPRESSED_BYTES", "Decompressed size", " MB", MB),
+    ("STUDIO_MAX_COMPRESSION_RATIO", "Compression ratio", " x", 1),
+    ("STUDIO_MAX_JSON_BYTES", "JSON or text file", " MB", MB),
+    ("STUDIO_MAX_JSON_DEPTH", "JSON nesting", " levels", 1),
+    ("STUDIO_MAX_IMAGE_PIXELS", "Image size", " Mpixels", MB),
+    ("STUDIO_MAX_DESCRIPTOR_ATOMS", "Descriptor atoms", " atoms", 1),
+    ("STUDIO_MAX_DESCRIPTOR_S", "Descriptor time per file", " s", 1),
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class SettingsDialog(QDialog):
         self.theme_combo.setCurrentText(settings.theme)
         form.addRow("Theme", self.theme_combo)
         layout.addLayout(form)
+        layout.addWidget(self._budget_form(settings))
+        self.settings = settings
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
                                    | QDialogButtonBox.StandardButton.Cancel)
@@ -88,7 +103,42 @@ class SettingsDialog(QDialog):
                        cluster=self.cluster_edit.text().strip() or "local",
                        theme=self.theme_combo.currentText())
 
+    def _budget_form(self, settings: Settings) -> QWidget:
+        """One field per reader budget; a file over one is refused with its name, so a user
+        with larger files raises it here."""
+        from engine.io.limits import BUDGETS
+
+        box = QWidget()
+        form = QFormLayout(box)
+        form.setContentsMargins(0, 8, 0, 0)
+        form.addRow(_note("Budgets for reading files: a file over one is refused, naming "
+                          "the budget, instead of exhausting memory. New values apply to "
+                          "files opened from now on, and to the engine when it restarts."))
+        defaults = {budget.env: budget.default for budget in BUDGETS}
+        stored = settings.budgets()
+        self.budget_spins: dict[str, QDoubleSpinBox] = {}
+        for env, label, unit, scale in BUDGET_FIELDS:
+            spin = QDoubleSpinBox()
+            spin.setDecimals(1 if unit == " s" else 0)
+            spin.setRange(1, 1e9)
+            spin.setSuffix(unit)
+            spin.setValue(stored.get(env, defaults[env]) / scale)
+            spin.setToolTip(f"{env} (default {defaults[env] / scale:g}{unit})")
+            if env in SHELL_BUDGETS:
+                spin.setEnabled(False)
+                spin.setToolTip(f"set by ${env} in the shell that started Studio")
+            self.budget_spins[env] = spin
+            form.addRow(label, spin)
+        return box
+
+    def budgets(self) -> dict[str, float]:
+        """The budgets as entered, in the engine's units (bytes, pixels, levels...)."""
+        return {env: self.budget_spins[env].value() * scale
+                for env, _label, _unit, scale in BUDGET_FIELDS
+                if self.budget_spins[env].isEnabled()}
+
     def _accept(self) -> None:
+        self.settings.set_budgets(self.budgets())
         self.applied.emit(self.choices())
         self.accept()
 

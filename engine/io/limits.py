@@ -70,10 +70,8 @@ JSON_BYTES = Budget("STUDIO_MAX_JSON_BYTES", 512 * MB, "bytes", "JSON document s
 ATOMS = Budget("STUDIO_MAX_DESCRIPTOR_ATOMS", 150, "atoms", "atoms per molecule for descriptors")
 DESCRIPTOR_TIME = Budget("STUDIO_MAX_DESCRIPTOR_S", 5.0, "s", "descriptor time per file")
 IMAGE_PIXELS = Budget("STUDIO_MAX_IMAGE_PIXELS", 256 * 1024 * 1024, "pixels", "image size")
-TENSOR_BYTES = Budget("STUDIO_MAX_TENSOR_BYTES", 64 * 1024 * MB, "bytes", "tensor size")
 
-BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
-           TENSOR_BYTES)
+BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS)
 
 
 def available_memory_bytes() -> int:
