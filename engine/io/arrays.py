@@ -162,7 +162,8 @@ def _check_tensors(path: Path, header: dict, data_size: int) -> None:
 def read_safetensors(path: str | Path) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 
-    safetensors_header(path)
+    safetensors_header(path)  # offsets, shapes and dtypes proven against the file first
+    check_allocation(path, Path(path).stat().st_size, "loading its tensors")
     try:
         return load_file(str(path))
     except Exception as exc:
