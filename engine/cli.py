@@ -1,7 +1,8 @@
 """``studio-engine``: the headless command line (same entry as ``python -m engine``).
 
-Exit codes: 0 success; 1 the job failed; 2 usage, invalid parameters or an unreadable file;
-3 a reproduction ran and its claim did not hold; 130 cancelled. With ``--json`` stdout carries
+Exit codes: 0 success (a reproduction: PASS, or any smoke run); 1 the job failed; 2 usage,
+invalid parameters or an unreadable file; 3 a reproduction's verdict is FAIL, 4 INCONCLUSIVE
+(``engine.verdicts.exit_code``); 130 cancelled. With ``--json`` stdout carries
 JSON only and human text goes to stderr. See CONTRACT.md, "The command line".
 """
 
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CLAIM, EXIT_CANCELLED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130  # 3, 4: verdicts.EXIT_CODES
 ABANDON_AFTER_KILL_S = 10.0
 
 
@@ -51,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     reproduce = sub.add_parser("reproduce", help="measure a paper's claim (<slug>.reproduce)")
     reproduce.add_argument("slug", help="paper slug, e.g. eos")
-    reproduce.add_argument("--smoke", action="store_true", help="tiny sizes (seconds), no verdict")
+    reproduce.add_argument("--profile", choices=("smoke", "cpu", "gpu"),
+                           help="the spec's settings to run (default cpu); any other setting "
+                                "(--set, --params) makes the run exploratory")
+    reproduce.add_argument("--smoke", action="store_true",
+                           help="the same as --profile smoke: tiny sizes (seconds), no verdict")
     _job_options(reproduce)
     reproduce.set_defaults(handler=cmd_reproduce)
 
@@ -154,6 +159,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"{report['path']}: {report['format']}")
         for key, value in report["summary"].items():
             print(f"  {key}: {value}")
+        problems = report["metadata"].get("problems") or []
+        if problems:
+            print("  problems (skipped, the rest is used):")
+            for problem in problems:
+                print(f"    {problem}")
     return EXIT_OK
 
 
@@ -198,9 +208,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
+    from engine.verdicts import exit_code
+
     params = _collect_params(args)
-    if args.smoke:
-        params["smoke"] = True
+    if args.smoke and args.profile not in (None, "smoke"):
+        raise UsageError(f"--smoke is --profile smoke; it contradicts --profile {args.profile}")
+    profile = "smoke" if args.smoke else args.profile
+    if profile is not None:
+        params["profile"] = profile
+        params.pop("smoke", None)  # the flag decides; a --set smoke=... must not contradict it
     outcome = _run_job(args, f"{args.slug}.reproduce", params, quiet_result=True)
     claim = (outcome.get("outputs") or {}).get("claim")
     if outcome["state"] != "succeeded" or claim is None:
@@ -209,26 +225,82 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         _print_json({**claim, "run_id": outcome["run_id"], "run_dir": outcome["run_dir"]})
     else:
         print(format_claim(claim))
-    if not claim.get("passed") and not claim.get("smoke"):
-        return EXIT_CLAIM
-    return EXIT_OK
+    return exit_code(claim_verdict(claim), smoke=bool(claim.get("smoke")))
+
+
+def claim_verdict(claim: dict) -> str:
+    """The claim's verdict; a claim written before the schema has only ``passed``."""
+    return claim.get("verdict") or ("PASS" if claim.get("passed") else "FAIL")
+
+
+_RULE_SYMBOLS = {"above": ">", "below": "<", "inside_band": "in", "outside_band": "not in"}
 
 
 def format_claim(claim: dict) -> str:
-    verdict = "PASS" if claim["passed"] else "FAIL"
-    width = max([len("criterion")] + [len(c["name"]) for c in claim["criteria"]])  # never cut
+    """The claim as a table: each criterion (a combined one's parts indented under it) with
+    its estimate, interval, rule and verdict, then the verdict line with the spec, profile and
+    the EXPLORATORY or smoke mark, what would decide open criteria, and the sanity checks."""
+    rows = [(depth, c) for top in claim["criteria"] for depth, c in _flatten(top)]
+    width = max([len("criterion")] + [2 * d + len(c["name"]) for d, c in rows])  # never cut
     lines = [f"{claim['paper']}: {claim['statement']}",
-             f"{'criterion':<{width}} {'measured':>12} {'target':>12}  verdict  paper"]
-    for c in claim["criteria"]:
-        mark = "PASS" if c["passed"] else "FAIL"
-        target = f"{c['op']} {_fmt(c['target'])}"
-        lines.append(f"{c['name']:<{width}} {_fmt(c['measured']):>12} {target:>12}  {mark:<7}  "
-                     f"{c.get('paper', '')}")
-    mode = " (smoke: sizes too small for a verdict)" if claim.get("smoke") else ""
-    lines.append(f"claim {verdict}{mode}; seeds {claim['seeds']}; {claim['wall_s']:.1f} s")
+             f"{'criterion':<{width}} {'measured':>12} {'interval':>21} {'rule':>14}  "
+             f"{'verdict':<12}  paper"]
+    for depth, c in rows:
+        name = "  " * depth + c["name"]
+        quote = c.get("quote") or c.get("paper", "")
+        lines.append(f"{name:<{width}} {_fmt(c.get('estimate', c.get('measured'))):>12} "
+                     f"{_interval(c):>21} {_rule(c):>14}  {_row_verdict(c):<12}  {quote}")
+    marks = []
+    if claim.get("exploratory"):
+        changed = ", ".join(f"{k}={v}" for k, v in (claim.get("overrides") or {}).items())
+        marks.append("EXPLORATORY (not the paper's verdict: settings other than the "
+                     f"profile's{': ' + changed if changed else ''})")
+    if claim.get("smoke"):
+        marks.append("(smoke: sizes too small for a verdict)")
+    where = f"spec {claim.get('spec', 'v1')}, profile {claim.get('profile') or '?'}; "
+    lines.append(f"claim {claim_verdict(claim)} {' '.join(marks)}".rstrip()
+                 + f"; {where}seeds {claim['seeds']}; {claim['wall_s']:.1f} s")
+    lines += [f"  {c['name']} would be decided by: {c['decides_with']}" for _, c in rows
+              if c.get("verdict") == "INCONCLUSIVE" and c.get("decides_with")]
+    for check in claim.get("sanity") or []:
+        state = "ok" if check.get("passed") else "FAILED"
+        detail = f": {check['detail']}" if check.get("detail") else ""
+        lines.append(f"sanity (never counted) {state}: {check['name']}{detail}")
     if claim.get("notes"):
         lines.append(claim["notes"])
     return "\n".join(lines)
+
+
+def _flatten(criterion: dict, depth: int = 0) -> list[tuple[int, dict]]:
+    rows = [(depth, criterion)]
+    for part in criterion.get("parts") or []:
+        rows += _flatten(part, depth + 1)
+    return rows
+
+
+def _row_verdict(c: dict) -> str:
+    verdict = c.get("verdict") or ("PASS" if c.get("passed") else "FAIL")
+    return f"{verdict} ({c['aggregate']})" if c.get("parts") else verdict
+
+
+def _interval(c: dict) -> str:
+    interval = c.get("interval")
+    if not interval:
+        return ""
+    lo, hi = (("-inf" if i == 0 else "inf") if v is None else _fmt(v)
+              for i, v in enumerate(interval))
+    return f"[{lo}, {hi}]"
+
+
+def _rule(c: dict) -> str:
+    rule = c.get("rule")
+    if not rule:
+        return f"{c['op']} {_fmt(c['target'])}" if "op" in c else ""
+    if rule.get("band") is None:
+        return f"{_RULE_SYMBOLS[rule['kind']]} {_fmt(rule['threshold'])}"
+    lo, hi = (("-inf" if i == 0 else "inf") if v is None else _fmt(v)
+              for i, v in enumerate(rule["band"]))
+    return f"{_RULE_SYMBOLS[rule['kind']]} [{lo}, {hi}]"
 
 
 def _fmt(value: Any) -> str:

@@ -310,18 +310,19 @@ def _decompressed_head(path: Path, head: bytes) -> bytes:
 
 
 def _sniff(path: Path, head: bytes) -> int:
-    """2 for gzip-compressed chats (no other format claims them) and per-turn CSVs whose
-    header names their metrics; 1 where only the name fits: a plain ``.jsonl`` chat is also a
-    table, and the ``jsonl`` table format keeps it (``read_transcripts`` still opens it)."""
+    """Transcripts go to the dialogue panel, whichever way the file is opened: a JSON Lines
+    file whose records are chats (``messages`` of role/content turns, per-turn role/content
+    records, HH-RLHF ``chosen`` pairs) scores 3, above the generic ``jsonl`` table's 2; per-turn
+    CSVs whose header names turns score 2, above the CSV table's 1."""
     ext = extension_of(path)
     text = _decompressed_head(path, head)
     chat_like = text.lstrip().startswith(b"{") and (
-        (b'"chosen"' in text and b"Human:" in text) or b'"role"' in text
-        or b'"messages"' in text)
+        (b'"chosen"' in text and b"Human:" in text)
+        or (b'"role"' in text and b'"content"' in text))
     if ext in (".jsonl.gz", ".json.gz", ".ndjson.gz"):
         return 2 if chat_like else 0
     if ext in (".jsonl", ".ndjson"):
-        return 1 if chat_like else 0
+        return 3 if chat_like else 0
     if ext == ".csv":
         header = text.split(b"\n", 1)[0].decode("utf-8", "replace").strip().split(",")
         return 2 if "turn" in header and ("role" in header or "content" in header) else 0

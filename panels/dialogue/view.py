@@ -58,6 +58,13 @@ TAB_BELIEFS, TAB_RUN, TAB_FIGURES = range(3)
 SELECTED_SERIES = "selected turn"
 
 
+def listed_lines(numbers: list[int], shown: int = 10) -> str:
+    """"lines 6, 9 and 12" (and how many more past ``shown``)."""
+    head = ", ".join(str(n) for n in numbers[:shown])
+    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    return f"line{'s' if len(numbers) > 1 else ''} {head}{more}"
+
+
 class DialoguePanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -188,7 +195,8 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self._reset_search()
         restore = getattr(self.host, "restore_edits", None)
         restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
-        skipped = f"; {len(loaded.problems)} malformed line(s) skipped (first: line " \
+        skipped = f"; {len(loaded.problems)} malformed line(s) skipped: " \
+                  f"{listed_lines([n for n, _ in loaded.problems])} (line " \
                   f"{loaded.problems[0][0]}: {loaded.problems[0][1]})" if loaded.problems else ""
         self.status.setText(f"{Path(path).name}: {len(loaded.transcripts)} transcript(s), "
                             f"{loaded.layout} layout{skipped}"

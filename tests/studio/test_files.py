@@ -90,3 +90,19 @@ def test_a_dropped_array_opens_in_the_lab(main_window, qtbot, tmp_path):
     assert not main_window.errors, main_window.errors
     qtbot.waitUntil(lambda: bool(main_window.settings.recent_files()), timeout=10_000)
     assert main_window.tabs.currentWidget() is main_window.panel_widgets["lab"]
+
+
+def test_a_chat_jsonl_with_a_bad_line_opens_in_the_dialogue_panel_listing_it(
+        main_window, qtbot, tmp_path):
+    """File > Open refused it ("line 9: not JSON"), or opened a valid one in the lab."""
+    good = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", ' \
+           '"content": "hello"}]}'
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text("\n".join([good, good, "{not json", good, "[]", good]) + "\n")
+    main_window.open_paths([str(chats)])
+    qtbot.waitUntil(lambda: "dialogue" in main_window.panel_widgets, timeout=20_000)
+    panel = main_window.panel_widgets["dialogue"]
+    qtbot.waitUntil(lambda: "transcript" in panel.status.text(), timeout=20_000)
+    assert main_window.tabs.currentWidget() is panel and not main_window.errors
+    assert "4 transcript(s)" in panel.status.text()
+    assert "2 malformed line(s) skipped: lines 3, 5" in panel.status.text()

@@ -33,7 +33,7 @@ def files(tmp_path):
     paths["parquet"] = tmp_path / "t.parquet"
     pq.write_table(pa.table({"x": [1, 2, 3]}), paths["parquet"])
     paths["jsonl"] = tmp_path / "t.jsonl"
-    paths["jsonl"].write_text('{"role": "user", "content": "hi"}\n{"role": "a", "content": "b"}\n')
+    paths["jsonl"].write_text('{"score": 1, "label": "a"}\n{"score": 2, "label": "b"}\n')
     return paths
 
 
@@ -167,3 +167,21 @@ def test_a_broken_format_plugin_is_skipped_and_recorded(monkeypatch):
     finally:
         io_registry.all_formats.cache_clear()
         io_registry.LOAD_ERRORS.pop("engine.io.no_such_module", None)
+
+
+def test_chats_open_as_transcripts_whatever_their_suffix_and_tables_as_tables(tmp_path):
+    """One rule for File > Open, the command line and drops: a chat JSONL went to the lab as
+    a 15x4 table."""
+    from engine.io import detect
+
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text('{"messages": [{"role": "user", "content": "hi"}, '
+                    '{"role": "assistant", "content": "hello"}]}\n')
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "b"}\n')
+    table = tmp_path / "table.jsonl"
+    table.write_text('{"role": "admin", "x": 1}\n{"role": "user", "x": 2}\n')
+    assert (detect(chat).name, detect(chat).panel) == ("transcripts", "dialogue")
+    assert detect(turns).name == "transcripts"
+    assert (detect(table).name, detect(table).panel) == ("jsonl", "lab")
+

@@ -115,17 +115,17 @@ def test_written_jsonl_and_csv_read_back(tmp_path):
     assert rows[0].meta == {"turn": 0, "score": 0.5} and rows[1].meta == {"turn": 1}
 
 
-def test_plain_jsonl_tables_stay_tables(tmp_path):
+def test_plain_jsonl_chats_are_transcripts_and_tables_stay_tables(tmp_path):
     chat = tmp_path / "t.jsonl"
     chat.write_text('{"role": "user", "content": "hi"}\n{"role": "a", "content": "b"}\n')
-    assert detect(chat).name == "jsonl"
+    assert detect(chat).name == "transcripts"  # the dialogue panel opens it, not the lab
     table = tmp_path / "rows.jsonl"
     table.write_text('{"x": 1, "y": 2}\n')
     assert detect(table).name == "jsonl"
     metrics = tmp_path / "metrics.csv"
     metrics.write_text("turn,belief_user\n0,0.1\n")
     assert detect(metrics).name == "csv"
-    assert len(read_transcripts(chat).transcripts[0].turns) == 2  # the panel still opens it
+    assert len(read_transcripts(chat).transcripts[0].turns) == 2
 
 
 def test_the_shared_hh_rlhf_file():
@@ -138,3 +138,18 @@ def test_the_shared_hh_rlhf_file():
     assert found.transcripts[0].id == "1/chosen" and found.transcripts[1].id == "1/rejected"
     assert found.transcripts[0].turns[0].role == "user"
     assert detect(HH_DATA).name == "transcripts"
+
+
+def test_inspect_lists_the_bad_lines_and_refuses_only_a_file_with_nothing_readable(
+        tmp_path, capsys):
+    from engine.cli import main as cli_main
+
+    chats = tmp_path / "chats.jsonl"
+    good = '{"messages": [{"role": "user", "content": "hi"}]}'
+    chats.write_text("\n".join([good, good, "{broken", good]) + "\n")
+    assert cli_main(["inspect", str(chats)]) == 0
+    printed = capsys.readouterr().out
+    assert "transcripts: 3" in printed and "line 3: not JSON" in printed
+    nothing = tmp_path / "nothing.jsonl"
+    nothing.write_text('{"role": "user", "content": "hi"\n{"role"\n')
+    assert cli_main(["inspect", str(nothing)]) == 2
