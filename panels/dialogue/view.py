@@ -196,8 +196,8 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         restore = getattr(self.host, "restore_edits", None)
         restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
         skipped = f"; {len(loaded.problems)} malformed line(s) skipped: " \
-                  f"{listed_lines([n for n, _ in loaded.problems])} (line " \
-                  f"{loaded.problems[0][0]}: {loaded.problems[0][1]})" if loaded.problems else ""
+                  f"{listed_lines([n for n, _ in loaded.problems])} (first: " \
+                  f"{loaded.problems[0][1]})" if loaded.problems else ""
         self.status.setText(f"{Path(path).name}: {len(loaded.transcripts)} transcript(s), "
                             f"{loaded.layout} layout{skipped}"
                             + (f"; {restored} saved edit(s) restored" if restored else ""))

@@ -71,7 +71,7 @@ def test_loads_transcripts_and_reports_bad_lines(panel, transcripts):
     assert panel.transcript_list.count() == 4
     assert panel.turns_table.rowCount() == 3
     assert panel.turns_table.item(1, 2).text() == "yes, a great plan"
-    assert "1 malformed line(s) skipped (first: line 2" in panel.status.text()
+    assert "1 malformed line(s) skipped: line 2 (first: not JSON" in panel.status.text()
     panel.transcript_list.setCurrentRow(1)
     assert panel.model.transcript.id == "1/rejected" and panel.turns_table.rowCount() == 2
 
