@@ -117,9 +117,10 @@ def _job_options(parser: argparse.ArgumentParser) -> None:
 
 # -- list, runs, inspect, export ----------------------------------------------------------------
 def cmd_list(args: argparse.Namespace) -> int:
+    from engine.developer import listed
     from engine.registry import describe_all
 
-    methods = describe_all()
+    methods = [method for method in describe_all() if listed(method)]
     if args.json:
         _print_json(methods)
     else:

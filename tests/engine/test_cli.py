@@ -33,8 +33,12 @@ def test_list_json_describes_every_method():
     keys = {"id", "paper", "title", "panel", "params_schema", "inputs", "outputs", "resources"}
     assert all(keys <= set(m) for m in methods)
     ids = {m["id"] for m in methods}
-    assert {"diag.echo", "eos.train", "eos.reproduce"} <= ids
+    assert {"eos.train", "eos.reproduce"} <= ids
+    assert not any(i.startswith("diag.") for i in ids)  # developers' methods: STUDIO_DEV=1
     assert cli("list").stdout.count("\n") == len(methods)
+    developer = cli("list", "--json", env={**os.environ, "STUDIO_DEV": "1"})
+    assert "diag.crash" in {m["id"] for m in json.loads(developer.stdout)}
+    assert cli("run", "diag.echo", "--set", "message=still runs by id").returncode == 0
 
 
 def test_run_json_streams_events_and_ends_with_result(tmp_path):
@@ -157,8 +161,47 @@ def test_reproduce_smoke_prints_the_claim(tmp_path):
     assert len(claim["criteria"]) >= 4
     assert all({"name", "measured", "target", "op", "passed"} <= set(c)
                for c in claim["criteria"])
+    assert claim["spec"] == "v1" and claim["profile"] == "smoke" and not claim["exploratory"]
+    assert all({"quote", "interval", "rule", "verdict"} <= set(c) for c in claim["criteria"])
     out = cli("reproduce", "nosuchpaper", workspace=tmp_path)
     assert out.returncode == 2
+
+
+@pytest.mark.parametrize("seed,verdict,code", [(0, "PASS", 0), (1, "FAIL", 3),
+                                               (2, "INCONCLUSIVE", 4)])
+def test_reproduce_exits_by_the_verdict_and_smoke_never_decides(tmp_path, seed, verdict, code):
+    out = cli("reproduce", "diag", "--seed", str(seed), "--json", workspace=tmp_path)
+    assert out.returncode == code, out.stderr
+    claim = json.loads(out.stdout)
+    assert claim["verdict"] == verdict and claim["profile"] == "cpu"
+    assert claim["passed"] == (verdict == "PASS") and not claim["exploratory"]
+    out = cli("reproduce", "diag", "--seed", str(seed), "--profile", "smoke", workspace=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"claim {verdict} (smoke: sizes too small for a verdict)" in out.stdout
+    out = cli("reproduce", "diag", "--seed", str(seed), "--smoke", "--json", workspace=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["profile"] == "smoke"
+
+
+def test_reproduce_marks_settings_other_than_the_profile_exploratory(tmp_path):
+    out = cli("reproduce", "diag", "--profile", "gpu", "--set", "margin=1.0", "--json",
+              workspace=tmp_path)
+    claim = json.loads(out.stdout)  # the profile's own value is no change
+    assert out.returncode == 0 and claim["profile"] == "gpu" and not claim["exploratory"]
+    assert claim["settings"] == {"margin": 1.0}
+    params = tmp_path / "p.json"
+    params.write_text(json.dumps({"margin": 2.0}))
+    out = cli("reproduce", "diag", "--seed", "1", "--params", str(params), "--json",
+              workspace=tmp_path)
+    claim = json.loads(out.stdout)
+    assert out.returncode == 3 and claim["exploratory"] is True
+    assert claim["overrides"] == {"margin": 2.0} and claim["settings"] == {"margin": 1.0}
+    stored = json.loads((tmp_path / "runs" / claim["run_id"] / "result.json").read_text())
+    assert stored["outputs"]["claim"]["exploratory"] is True  # the run keeps the mark
+    out = cli("reproduce", "diag", "--set", "margin=3", workspace=tmp_path)
+    verdict_line = next(line for line in out.stdout.splitlines() if line.startswith("claim "))
+    assert verdict_line.startswith("claim PASS EXPLORATORY") and "margin=3.0" in verdict_line
+    out = cli("reproduce", "diag", "--smoke", "--profile", "gpu", workspace=tmp_path)
+    assert out.returncode == 2 and "contradicts --profile gpu" in out.stderr
 
 
 def test_serve_refuses_without_token():
@@ -223,6 +266,28 @@ def test_claim_table_shows_whole_criterion_names():
     column = len(long_name) + 1  # the measured column starts after the longest name
     assert lines[3][:column].rstrip() == "finite" and lines[3][column:].split()[0] == "1"
     assert lines[1][column:].split()[0] == "measured"
+    assert lines[-1].startswith("claim FAIL; spec v1")  # a claim from before the schema
+
+
+def test_claim_table_indents_parts_and_says_what_would_decide():
+    from engine import verdicts
+    from engine.cli import format_claim
+
+    part = verdicts.criterion("held-out gain", "gains", verdicts.Interval(
+        0.2, -0.1, 0.5, 0.95, "t-interval over 3 seeds"), verdicts.Rule.above(0.0))
+    both = verdicts.combine("gains everywhere", "the abstract's words", [part])
+    claim = {"paper": "p", "statement": "s", "spec": "v2", "verdict": "INCONCLUSIVE",
+             "passed": False, "seeds": [0, 1, 2], "wall_s": 1.0, "profile": "gpu",
+             "criteria": [both.to_dict()], "exploratory": True, "overrides": {"seeds": 5},
+             "sanity": [{"name": "identity", "passed": True, "detail": ""}]}
+    lines = format_claim(claim).splitlines()
+    assert lines[2].startswith("gains everywhere ") and "INCONCLUSIVE (all)" in lines[2]
+    assert lines[3].startswith("  held-out gain ") and "[-0.1, 0.5]" in lines[3]
+    assert lines[3].split()[-4:] == [">", "0", "INCONCLUSIVE", "gains"]
+    assert lines[4].startswith("claim INCONCLUSIVE EXPLORATORY") and "seeds=5" in lines[4]
+    assert "spec v2, profile gpu" in lines[4]
+    assert any("held-out gain would be decided by: a narrower interval" in x for x in lines)
+    assert "sanity (never counted) ok: identity" in lines
 
 
 def test_inspect_a_def_with_its_lef(tmp_path):
