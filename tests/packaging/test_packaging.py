@@ -33,7 +33,7 @@ def test_the_bundle_entry_runs_a_module_like_python_m(tmp_path):
                           "--workspace", str(tmp_path)],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert any(method["id"] == "diag.echo" for method in json.loads(out.stdout))
+    assert any(method["id"] == "eos.reproduce" for method in json.loads(out.stdout))
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
