@@ -1,18 +1,29 @@
 """Diagnostic methods: exercise the engine itself (tests, benchmarks, "is my engine alive?").
 
 ``diag.echo`` returns its input; ``diag.count`` counts with progress; ``diag.chatty`` floods
-events; ``diag.crash`` kills its worker; ``diag.hang`` ignores cancel.
+events; ``diag.crash`` kills its worker; ``diag.hang`` ignores cancel; ``diag.reproduce``
+returns a claim whose verdict the seed picks, so the CLI's exit codes can be tested in seconds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
 import numpy as np
 from pydantic import Field
 
-from engine.api import MethodParams, MethodSpec, Resources, Secret
+from engine import verdicts
+from engine.api import (
+    Claim,
+    MethodParams,
+    MethodSpec,
+    ReproduceParams,
+    Resources,
+    Secret,
+    reproduce_spec,
+)
 from engine.context import JobContext
 from engine.plots import plot, series
 
@@ -108,6 +119,23 @@ def use_secret(ctx: JobContext, params: SecretParams, inputs: dict) -> dict:
     return {"key_length": len(key)}
 
 
+class ReproduceDiagParams(ReproduceParams):
+    margin: float = Field(1.0, gt=0, description="how far the interval lies from the threshold")
+
+
+def reproduce_diag(ctx: JobContext, params: ReproduceDiagParams, inputs: dict) -> dict:
+    """Seed 0 (mod 3) gives PASS, 1 FAIL, 2 INCONCLUSIVE: one criterion above 0 whose interval
+    lies ``margin`` above it, below it, or across it."""
+    centre = (params.margin + 0.5, -params.margin - 0.5, 0.0)[ctx.seed % 3]
+    measured = verdicts.Interval(centre, centre - 0.5, centre + 0.5, 0.95, "diagnostic")
+    row = verdicts.criterion("diagnostic estimate above 0", "the estimate is positive",
+                             measured, verdicts.Rule.above(0.0))
+    sanity = [verdicts.SanityCheck("never counted", False, "a failing sanity check")]
+    return {"claim": Claim("diag", "A diagnostic claim (seed 0 PASS, 1 FAIL, 2 INCONCLUSIVE).",
+                           [row], [ctx.seed], 0.0, smoke=params.smoke, spec="v2",
+                           sanity=sanity).to_dict()}
+
+
 def _spec(id_: str, title: str, params: type[MethodParams], run, **extra) -> MethodSpec:
     return MethodSpec(id=id_, title=title, paper="diagnostics", params=params, run=run,
                       resources=Resources(cpus=1, memory_gb=0.2), **extra)
@@ -131,4 +159,8 @@ SPECS = [
     _spec("diag.inputs", "Report the sizes of input files", MethodParams,
           lambda ctx, params, inputs: {k: os.path.getsize(v) for k, v in inputs.items()},
           inputs={"data": "any"}),
+    dataclasses.replace(reproduce_spec("diag", "A claim whose verdict the seed picks",
+                                       reproduce_diag, ReproduceDiagParams,
+                                       resources=Resources(cpus=1, memory_gb=0.2)),
+                        paper="diagnostics"),
 ]
