@@ -1,20 +1,28 @@
-"""The verdict of a reproduction (a Claim, ``engine/api.py``): our numbers, the targets, the
-paper's numbers, PASS or FAIL per criterion and overall.
+"""The verdict of a reproduction (a Claim, ``engine/api.py``; CONTRACT.md, "Verdicts"): each
+criterion as a forest row (estimate, interval whisker, threshold line or shaded band, verdict
+colour) beside the abstract's words, the parts of a combined criterion indented under it, what
+would decide an INCONCLUSIVE one, and the sanity checks apart (they never count).
 
-A smoke run computes the numbers on tiny sizes; its verdict is shown but marked as not
-required, so nobody mistakes a CI check for a reproduction.
+The header carries the marks a reader must not miss: the spec (v1 criteria are the old
+single-number checks), the profile, a smoke run (no verdict required) and an exploratory run
+(settings other than the profile's: never the paper's verdict). Claims written before the
+schema (``measured op target``, no interval) show in the same rows, their target as the line.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtCore import QModelIndex, QPointF, QRectF, Qt
+from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -23,9 +31,18 @@ from PySide6.QtWidgets import (
 
 PASS_COLOUR = QColor("#1e8449")
 FAIL_COLOUR = QColor("#c0392b")
+OPEN_COLOUR = QColor("#d68910")  # INCONCLUSIVE: amber
+VERDICT_COLOURS = {"PASS": PASS_COLOUR, "FAIL": FAIL_COLOUR, "INCONCLUSIVE": OPEN_COLOUR}
+BAND_COLOUR = QColor(52, 152, 219, 60)
+THRESHOLD_COLOUR = QColor("#34495e")
 OP_SYMBOLS = {">=": "≥", ">": ">", "<=": "≤", "<": "<", "==": "="}
-COLUMNS = ("criterion", "measured", "target", "verdict", "paper")
-PAPER_COLUMN_PX = 220
+COLUMNS = ("criterion", "estimate", "interval", "rule", "verdict", "quote")
+NAME, ESTIMATE, FOREST, RULE, VERDICT, QUOTE = range(len(COLUMNS))
+FOREST_COLUMN_PX = 240
+QUOTE_COLUMN_PX = 220
+INDENT = "    "
+ROW_MIN_PX = 34
+FOREST_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def format_value(value) -> str:
@@ -49,8 +66,151 @@ def format_seconds(seconds: float | None) -> str:
     return f"{minutes} min {rest:02d} s"
 
 
+def criterion_verdict(criterion: dict) -> str:
+    """A criterion's verdict; one written before the schema has only ``passed``."""
+    return criterion.get("verdict") or ("PASS" if criterion.get("passed") else "FAIL")
+
+
+def claim_verdict(claim: dict) -> str:
+    if claim.get("verdict"):
+        return claim["verdict"]
+    criteria = claim.get("criteria", [])
+    return "PASS" if claim.get("passed", all(c.get("passed") for c in criteria)) else "FAIL"
+
+
+def flatten(criteria: list[dict], depth: int = 0) -> list[tuple[int, dict]]:
+    """Each criterion with its depth, parts right after the criterion they combine."""
+    rows = []
+    for criterion in criteria:
+        rows.append((depth, criterion))
+        rows += flatten(criterion.get("parts") or [], depth + 1)
+    return rows
+
+
+def rule_text(criterion: dict) -> str:
+    rule = criterion.get("rule")
+    if criterion.get("parts"):
+        return f"{criterion.get('aggregate', 'all')} of {len(criterion['parts'])} parts"
+    if not rule:  # a claim from before the schema
+        op = criterion.get("op", "")
+        return f"{OP_SYMBOLS.get(op, op)} {format_value(criterion.get('target'))}"
+    censored = " (censored)" if rule.get("censored") else ""
+    if rule.get("band") is None:
+        symbol = ">" if rule["kind"] == "above" else "<"
+        return f"{symbol} {format_value(rule['threshold'])}{censored}"
+    lo, hi = (("−∞" if i == 0 else "∞") if v is None else format_value(v)
+              for i, v in enumerate(rule["band"]))
+    inside = "in" if rule["kind"] == "inside_band" else "outside"
+    return f"{inside} [{lo}, {hi}]{censored}"
+
+
+@dataclass(frozen=True)
+class Forest:
+    """What one forest row draws, in data units, and the range its axis shows. ``lo``/``hi``
+    of None: an unbounded end (drawn as an arrow to the edge)."""
+
+    estimate: float | None
+    lo: float | None
+    hi: float | None
+    threshold: float | None
+    band: tuple[float | None, float | None] | None
+    verdict: str
+    axis: tuple[float, float]
+
+
+def forest_of(criterion: dict) -> Forest | None:
+    """The row's drawing, or None for a combined criterion (its parts are drawn)."""
+    if criterion.get("parts"):
+        return None
+    rule = criterion.get("rule") or {}
+    estimate = _number(criterion.get("estimate", criterion.get("measured")))
+    interval = criterion.get("interval")
+    if interval is None:  # before the schema: one value
+        lo = hi = estimate
+    else:
+        lo, hi = (_number(v) for v in interval)
+    threshold = _number(rule.get("threshold") if rule else criterion.get("target"))
+    band = tuple(_number(v) for v in rule["band"]) if rule.get("band") is not None else None
+    points = [v for v in (estimate, lo, hi, threshold, *(band or ())) if v is not None]
+    if not points:
+        axis = (-1.0, 1.0)
+    else:
+        left, right = min(points), max(points)
+        pad = 0.12 * (right - left) if right > left else max(abs(left) * 0.1, 0.5)
+        axis = (left - pad, right + pad)
+    return Forest(estimate, lo, hi, threshold, band, criterion_verdict(criterion), axis)
+
+
+def _number(value) -> float | None:
+    """A finite float, or None (missing, NaN, or an unbounded end written as null)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+class ForestDelegate(QStyledItemDelegate):
+    """Paints a ``Forest`` (stored under ``FOREST_ROLE``) across its cell."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        super().paint(painter, option, index)
+        forest = index.data(FOREST_ROLE)
+        if isinstance(forest, Forest):
+            painter.save()
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            draw_forest(painter, QRectF(option.rect).adjusted(8, 4, -8, -4), forest)
+            painter.restore()
+
+
+def draw_forest(painter: QPainter, rect: QRectF, forest: Forest) -> None:
+    """Band (shaded), threshold (dashed line), interval (whisker with caps, an arrow where
+    unbounded) and estimate (dot), in the verdict's colour; each row has its own axis."""
+    left, right = forest.axis
+
+    def x(value: float | None, unbounded_at: float) -> float:
+        if value is None:
+            return unbounded_at
+        share = (value - left) / (right - left)
+        return rect.left() + min(max(share, 0.0), 1.0) * rect.width()
+
+    middle = rect.center().y()
+    lines = [forest.threshold]
+    if forest.band is not None:
+        x0, x1 = x(forest.band[0], rect.left()), x(forest.band[1], rect.right())
+        painter.fillRect(QRectF(x0, rect.top(), max(x1 - x0, 1.5), rect.height()),
+                         BAND_COLOUR)
+        lines += list(forest.band)
+    painter.setPen(QPen(THRESHOLD_COLOUR, 2))
+    for value in lines:
+        if value is not None:
+            tx = x(value, rect.left())
+            painter.drawLine(QPointF(tx, rect.top()), QPointF(tx, rect.bottom()))
+    colour = VERDICT_COLOURS.get(forest.verdict, OPEN_COLOUR)
+    if forest.estimate is None and forest.lo is None and forest.hi is None:
+        painter.setPen(QPen(colour))
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, "no finite value")
+        return
+    painter.setPen(QPen(colour, 3))
+    x_lo, x_hi = x(forest.lo, rect.left()), x(forest.hi, rect.right())
+    painter.drawLine(QPointF(x_lo, middle), QPointF(x_hi, middle))
+    cap = min(7.0, rect.height() / 2)
+    for end, bounded, direction in ((x_lo, forest.lo is not None, -1),
+                                    (x_hi, forest.hi is not None, 1)):
+        if bounded:
+            painter.drawLine(QPointF(end, middle - cap), QPointF(end, middle + cap))
+        else:
+            painter.setBrush(QBrush(colour))
+            painter.drawPolygon(QPolygonF([QPointF(end, middle),
+                                           QPointF(end - 8 * direction, middle - 5),
+                                           QPointF(end - 8 * direction, middle + 5)]))
+    if forest.estimate is not None:
+        painter.setPen(QPen(QColor("white"), 1.5))
+        painter.setBrush(QBrush(colour))
+        painter.drawEllipse(QPointF(x(forest.estimate, rect.left()), middle), 5.5, 5.5)
+
+
 class ClaimView(QWidget):
-    """``set_claim(claim)`` shows a Claim dict; ``verdict()`` reads back PASS or FAIL."""
+    """``set_claim(claim)`` shows a Claim dict; ``verdict()`` reads back PASS, FAIL or
+    INCONCLUSIVE."""
 
     def __init__(self, claim: dict | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -61,49 +221,63 @@ class ClaimView(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.5)
         font.setBold(True)
         self.verdict_label.setFont(font)
+        self.marks = QLabel()  # spec, profile, EXPLORATORY
+        header = QHBoxLayout()
+        header.addWidget(self.verdict_label)
+        header.addWidget(self.marks, 1)
         self.statement = QLabel()
-        self.statement.setWordWrap(True)
         self.details = QLabel()
-        self.details.setWordWrap(True)
         self.smoke_note = QLabel()
-        self.smoke_note.setWordWrap(True)
-        self.smoke_note.setStyleSheet("color: #b9770e;")
+        self.exploratory_note = QLabel()
+        for label, colour in ((self.smoke_note, OPEN_COLOUR), (self.exploratory_note,
+                                                                OPEN_COLOUR)):
+            label.setStyleSheet(f"color: {colour.name()};")
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setMinimumSectionSize(ROW_MIN_PX)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(True)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in (1, 2, 3):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Interactive)
-        header.resizeSection(4, PAPER_COLUMN_PX)
-        header.sectionResized.connect(lambda *_args: self.table.resizeRowsToContents())
+        self.table.setItemDelegateForColumn(FOREST, ForestDelegate(self.table))
+        columns = self.table.horizontalHeader()
+        columns.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        for column in (ESTIMATE, RULE, VERDICT):
+            columns.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for column, width in ((FOREST, FOREST_COLUMN_PX), (QUOTE, QUOTE_COLUMN_PX)):
+            columns.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
+            columns.resizeSection(column, width)
+        columns.sectionResized.connect(lambda *_args: self.table.resizeRowsToContents())
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.currentCellChanged.connect(self._show_note)
         self.criterion_note = QLabel()
-        self.criterion_note.setWordWrap(True)
         self.criterion_note.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.undecided = QLabel()  # what would decide each INCONCLUSIVE criterion
+        self.sanity = QLabel()
         self.notes = QLabel()
-        self.notes.setWordWrap(True)
-        for widget in (self.verdict_label, self.statement, self.smoke_note, self.details):
+        layout.addLayout(header)
+        for widget in (self.statement, self.smoke_note, self.exploratory_note, self.details):
             layout.addWidget(widget)
         layout.addWidget(self.table, 1)
-        layout.addWidget(self.criterion_note)
-        layout.addWidget(self.notes)
+        for widget in (self.criterion_note, self.undecided, self.sanity, self.notes):
+            layout.addWidget(widget)
+        for label in (self.statement, self.details, self.smoke_note, self.exploratory_note,
+                      self.criterion_note, self.undecided, self.sanity, self.notes):
+            label.setWordWrap(True)
         self.claim: dict | None = None
+        self.rows: list[tuple[int, dict]] = []
         self.clear()
         if claim is not None:
             self.set_claim(claim)
 
     def clear(self) -> None:
         self.claim = None
+        self.rows = []
         self.verdict_label.setText("No claim checked yet")
         self.verdict_label.setStyleSheet("")
-        for label in (self.statement, self.details, self.smoke_note, self.notes,
-                      self.criterion_note):
+        for label in (self.marks, self.statement, self.details, self.smoke_note,
+                      self.exploratory_note, self.notes, self.criterion_note, self.undecided,
+                      self.sanity):
             label.clear()
             label.setVisible(False)
         self.table.setRowCount(0)
@@ -111,63 +285,126 @@ class ClaimView(QWidget):
     def set_claim(self, claim: dict) -> None:
         self.claim = claim
         criteria = claim.get("criteria", [])
-        passed = bool(claim.get("passed", all(c.get("passed") for c in criteria)))
-        paper = claim.get("paper", "")
-        verdict = "PASS" if passed else "FAIL"
-        self.verdict_label.setText(f"{verdict}  {paper}".strip())
-        colour = PASS_COLOUR if passed else FAIL_COLOUR
-        self.verdict_label.setStyleSheet(f"color: {colour.name()};")
+        verdict = claim_verdict(claim)
+        self.verdict_label.setText(f"{verdict}  {claim.get('paper', '')}".strip())
+        self.verdict_label.setStyleSheet(f"color: {VERDICT_COLOURS[verdict].name()};")
+        self._show(self.marks, self._marks_html(claim))
         self._show(self.statement, claim.get("statement", ""))
         seeds = ", ".join(str(s) for s in claim.get("seeds", [])) or "—"
-        held = sum(1 for c in criteria if c.get("passed"))
-        self._show(self.details, f"{held} of {len(criteria)} criteria hold · seeds {seeds} · "
-                                 f"wall time {format_seconds(claim.get('wall_s'))}")
+        verdicts = [criterion_verdict(c) for c in criteria]
+        held = verdicts.count("PASS")
+        open_ = verdicts.count("INCONCLUSIVE")
+        self._show(self.details, f"{held} of {len(criteria)} criteria hold"
+                                 + (f", {open_} undecided" if open_ else "")
+                                 + f" · seeds {seeds} · wall time "
+                                   f"{format_seconds(claim.get('wall_s'))}")
         self._show(self.smoke_note, "Smoke run: tiny sizes for CI. The numbers are computed, "
-                                    "but the verdict is not required to hold; run without "
-                                    "smoke for the reproduction." if claim.get("smoke") else "")
-        self._show(self.notes, f"Notes: {claim['notes']}" if claim.get("notes") else "")
-        self.table.setRowCount(len(criteria))
-        for row, criterion in enumerate(criteria):
-            self._fill_row(row, criterion)
+                                    "but the verdict is not required to hold; run the cpu or "
+                                    "gpu profile for the reproduction."
+                   if claim.get("smoke") else "")
+        overrides = ", ".join(f"{k} = {format_value(v)}"
+                              for k, v in (claim.get("overrides") or {}).items())
+        self._show(self.exploratory_note,
+                   "Exploratory run: settings other than the profile's"
+                   + (f" ({overrides})" if overrides else "")
+                   + ". This is not the paper's verdict." if claim.get("exploratory") else "")
+        self.rows = flatten(criteria)
+        self.table.setRowCount(len(self.rows))
+        for row, (depth, criterion) in enumerate(self.rows):
+            self._fill_row(row, depth, criterion)
         self.table.resizeRowsToContents()
-        if criteria:
+        if self.rows:
             self.table.setCurrentCell(0, 0)
+        self._show(self.undecided, "<br>".join(
+            f"<b>{c['name']}</b> is undecided; it would be decided by: {c['decides_with']}"
+            for _d, c in self.rows
+            if criterion_verdict(c) == "INCONCLUSIVE" and c.get("decides_with")))
+        self._show(self.sanity, self._sanity_html(claim.get("sanity") or []))
+        self._show(self.notes, f"Notes: {claim['notes']}" if claim.get("notes") else "")
 
-    def _fill_row(self, row: int, criterion: dict) -> None:
-        ok = bool(criterion.get("passed"))
-        op = OP_SYMBOLS.get(criterion.get("op", ""), criterion.get("op", ""))
+    @staticmethod
+    def _marks_html(claim: dict) -> str:
+        marks = [f"spec {claim.get('spec', 'v1')}"]
+        profile = claim.get("profile") or ("smoke" if claim.get("smoke") else "")
+        if profile:
+            marks.append(f"profile {profile}")
+        text = " · ".join(marks)
+        if claim.get("exploratory"):
+            text += f" · <b style='color:{OPEN_COLOUR.name()}'>EXPLORATORY</b>"
+        return text
+
+    @staticmethod
+    def _sanity_html(checks: list[dict]) -> str:
+        if not checks:
+            return ""
+        lines = []
+        for check in checks:
+            ok = bool(check.get("passed"))
+            colour = (PASS_COLOUR if ok else FAIL_COLOUR).name()
+            detail = f" — {check['detail']}" if check.get("detail") else ""
+            lines.append(f"<span style='color:{colour}'>{'✓' if ok else '✗'}</span> "
+                         f"{check.get('name', '')}{detail}")
+        return "<b>Sanity checks</b> (never counted toward the verdict):<br>" + "<br>".join(
+            lines)
+
+    def _fill_row(self, row: int, depth: int, criterion: dict) -> None:
+        verdict = criterion_verdict(criterion)
+        if criterion.get("parts"):
+            verdict = f"{verdict} ({criterion.get('aggregate', 'all')})"
+        interval = criterion.get("interval")
+        interval_text = ("" if not interval else "[" + ", ".join(
+            format_value(v) if v is not None else ("−∞" if i == 0 else "∞")
+            for i, v in enumerate(interval)) + "]")
+        estimate = criterion.get("estimate", criterion.get("measured"))
+        quote = str(criterion.get("quote") or criterion.get("paper") or "")
+        cells = {NAME: INDENT * depth + criterion.get("name", ""),
+                 ESTIMATE: "" if criterion.get("parts") else format_value(estimate),
+                 FOREST: "", RULE: rule_text(criterion), VERDICT: verdict, QUOTE: quote}
         note = str(criterion.get("note", "") or "")
-        cells = (criterion.get("name", ""), format_value(criterion.get("measured")),
-                 f"{op} {format_value(criterion.get('target'))}", "PASS" if ok else "FAIL",
-                 str(criterion.get("paper", "") or ""))
-        for column, text in enumerate(cells):
+        for column, text in cells.items():
             item = QTableWidgetItem(text)
-            item.setToolTip(f"{text}\n\nnote: {note}" if note and column == 0 else text)
-            if column in (1, 2):
+            item.setToolTip(f"{text}\n\nnote: {note}" if note and column == NAME else text)
+            if column == FOREST:
+                item.setData(FOREST_ROLE, forest_of(criterion))
+                item.setToolTip(" ".join(filter(None, [
+                    f"estimate {format_value(estimate)}", interval_text,
+                    f"({criterion['method']}, level {criterion.get('level', 0.95):g})"
+                    if criterion.get("method") else "", rule_text(criterion)])))
+            if column in (ESTIMATE, RULE):
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            if column == 3:
+            if column == VERDICT:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 item.setForeground(QBrush(QColor("white")))
-                item.setBackground(QBrush(PASS_COLOUR if ok else FAIL_COLOUR))
+                item.setBackground(QBrush(VERDICT_COLOURS[criterion_verdict(criterion)]))
                 bold = QFont(item.font())
                 bold.setBold(True)
                 item.setFont(bold)
             self.table.setItem(row, column, item)
 
     def _show_note(self, row: int, *_args) -> None:
-        criteria = (self.claim or {}).get("criteria", [])
-        note = criteria[row].get("note", "") if 0 <= row < len(criteria) else ""
-        name = criteria[row].get("name", "") if note else ""
-        self._show(self.criterion_note, f"<b>{name}</b>: {note}" if note else "")
+        criterion = self.rows[row][1] if 0 <= row < len(self.rows) else {}
+        lines = [str(criterion.get("note", "") or "")]
+        if criterion.get("method"):
+            lines.append(f"interval: {criterion['method']}, level "
+                         f"{criterion.get('level', 0.95):g}")
+        text = "; ".join(filter(None, lines))
+        name = criterion.get("name", "")
+        self._show(self.criterion_note, f"<b>{name}</b>: {text}" if text else "")
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        """Rows measured before the columns had their widths wrap too much: measure again."""
+        super().showEvent(event)
+        self.table.resizeRowsToContents()
 
     def verdict(self) -> str:
-        """``PASS``, ``FAIL`` or ``""`` when no claim is shown."""
+        """``PASS``, ``FAIL``, ``INCONCLUSIVE`` or ``""`` when no claim is shown."""
         if self.claim is None:
             return ""
         return self.verdict_label.text().split()[0]
 
     def row_verdicts(self) -> list[str]:
-        return [self.table.item(row, 3).text() for row in range(self.table.rowCount())]
+        """The verdict of each top-level criterion (parts left out), in order."""
+        return [criterion_verdict(c) for depth, c in self.rows if depth == 0]
 
     @staticmethod
     def _show(label: QLabel, text: str) -> None:

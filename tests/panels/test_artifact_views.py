@@ -17,7 +17,7 @@ from panels.widgets.artifact_views import (
     view_for_artifact,
     view_for_file,
 )
-from panels.widgets.claim_view import ClaimView
+from panels.widgets.claim_view import QUOTE, RULE, VERDICT, ClaimView
 from panels.widgets.plot_view import PlotSpecView
 
 
@@ -112,9 +112,9 @@ def test_claim_view_shows_pass_and_fail(make_widget):
     view.set_claim(CLAIM)
     assert view.verdict() == "FAIL"
     assert view.row_verdicts() == ["PASS", "FAIL"]
-    assert view.table.item(1, 2).text() == "≥ 0.99"
-    assert view.table.item(1, 4).text() == "→ 1"
-    assert view.table.item(0, 3).background().color().name() == "#1e8449"
+    assert view.table.item(1, RULE).text() == "≥ 0.99"
+    assert view.table.item(1, QUOTE).text() == "→ 1"
+    assert view.table.item(0, VERDICT).background().color().name() == "#1e8449"
     assert view.details.text() == "1 of 2 criteria hold · seeds 0, 1 · wall time 1 min 24 s"
     assert view.smoke_note.isHidden()
     passing = dict(CLAIM, smoke=True, criteria=CLAIM["criteria"][:1], passed=True)
