@@ -116,7 +116,9 @@ class MethodSpec:
     description: str = ""
 
     def describe(self) -> dict:
-        """The JSON form sent to clients (`list_methods`, `studio-engine list --json`)."""
+        """The JSON form sent to clients (`list_methods`, `studio-engine list --json`);
+        ``profiles``: a reproduce method's settings per profile (the lab compares its form
+        with them to mark a run exploratory)."""
         return {
             "id": self.id,
             "paper": self.paper,
@@ -127,6 +129,8 @@ class MethodSpec:
             "inputs": dict(self.inputs),
             "outputs": dict(self.outputs),
             "resources": asdict(self.resources),
+            "profiles": {profile: profile_settings(self.params, profile) for profile in PROFILES}
+            if issubclass(self.params, ReproduceParams) else {},
         }
 
 

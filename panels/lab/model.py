@@ -16,6 +16,7 @@ from engine.developer import listed
 
 TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 REPRODUCE_VERB = "reproduce"
+PROFILES = ("smoke", "cpu", "gpu")  # engine.api.PROFILES, without importing pydantic here
 RUN, REPRODUCE = "run", "reproduce"
 EARLY_EVENTS_PER_JOB = 5000   # events of a job that arrive before its job_accepted reply
 EARLY_JOBS_KEPT = 16
@@ -76,7 +77,7 @@ class LabModel:
         self.selected: str | None = None
         self.params: dict[str, dict] = {}     # remembered per method while the panel lives
         self.seed = 0
-        self.smoke = True
+        self.profile = "smoke"  # of "Reproduce claim"
         self.jobs: dict[str, Job] = {}
         self.current: Job | None = None
         self.pending: tuple[str, str, dict, int] | None = None  # submitted, not yet accepted
@@ -147,6 +148,18 @@ class LabModel:
     def params_for(self, method_id: str) -> dict:
         return dict(self.params.get(method_id, {}))
 
+    def exploratory(self, method_id: str, values: dict) -> tuple[str, dict]:
+        """For a reproduce method: its form's profile and the values that differ from that
+        profile's settings (the engine then marks the claim exploratory); ``("", {})`` for
+        any other method."""
+        profiles = (self.methods.get(method_id) or {}).get("profiles") or {}
+        if not profiles:
+            return "", {}
+        profile = values.get("profile") or ("smoke" if values.get("smoke") is True else "cpu")
+        settings = profiles.get(profile, {})
+        return profile, {k: value for k, value in values.items()
+                         if k in settings and settings[k] != value}
+
     # -- jobs ----------------------------------------------------------------------------
 
     @property
@@ -160,7 +173,7 @@ class LabModel:
             method = self.reproduce_method()
             if method is None:
                 raise KeyError("this paper has no reproduce method")
-            params = {"smoke": self.smoke}
+            params = {"profile": self.profile}
         else:
             if self.selected is None:
                 raise KeyError("no method chosen")
@@ -227,13 +240,14 @@ class LabModel:
 
     def to_json(self) -> dict:
         return {"selected": self.selected, "params": self.params, "seed": self.seed,
-                "smoke": self.smoke}
+                "profile": self.profile}
 
     def restore(self, data: dict) -> None:
         """Parameters and choices saved by ``to_json`` (methods the engine lacks are kept
         but not selected)."""
         self.params.update({k: dict(v) for k, v in (data.get("params") or {}).items()})
         self.seed = int(data.get("seed", self.seed))
-        self.smoke = bool(data.get("smoke", self.smoke))
+        saved = data.get("profile") or ("smoke" if data.get("smoke", True) else "cpu")
+        self.profile = saved if saved in PROFILES else self.profile
         if data.get("selected") in self.methods:
             self.select(data["selected"])

@@ -20,7 +20,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
-    QCheckBox,
+    QComboBox,
     QFileDialog,
     QFrame,
     QGridLayout,
@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from panels.lab import MANIFEST
-from panels.lab.model import REPRODUCE, RUN, Job, LabModel
+from panels.lab.model import PROFILES, REPRODUCE, RUN, Job, LabModel
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
 from panels.widgets.claim_view import ClaimView, format_seconds
 from panels.widgets.drops import OpensDroppedFiles
@@ -118,6 +118,11 @@ class LabPanel(OpensDroppedFiles, QWidget):
         for widget in (self.method_title, self.method_description):
             column.addWidget(widget)
         column.addWidget(self.form_area, 1)
+        self.exploratory_label = QLabel()  # a reproduce form off its profile's settings
+        self.exploratory_label.setWordWrap(True)
+        self.exploratory_label.setStyleSheet("color: #d68910;")
+        self.exploratory_label.hide()
+        column.addWidget(self.exploratory_label)
         column.addWidget(self.inputs_box)
         column.addLayout(self._build_run_row())
         self.status = QLabel("Waiting for the engine's methods…")
@@ -175,16 +180,19 @@ class LabPanel(OpensDroppedFiles, QWidget):
     def _build_reproduce_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
         self.reproduce_button = QPushButton("Reproduce claim")
-        self.reproduce_button.setToolTip("run <paper>.reproduce: measures the paper's claim "
-                                         "at small scale and reports PASS or FAIL")
+        self.reproduce_button.setToolTip("run <paper>.reproduce with the profile's settings: "
+                                         "PASS, FAIL or INCONCLUSIVE")
         self.reproduce_button.clicked.connect(self.reproduce)
-        self.smoke_box = QCheckBox("smoke")
-        self.smoke_box.setToolTip("tiny sizes, seconds: computes the numbers without "
-                                  "requiring them to pass")
-        self.smoke_box.setChecked(self.model.smoke)
-        self.smoke_box.toggled.connect(lambda on: setattr(self.model, "smoke", on))
+        self.profile_box = QComboBox()
+        self.profile_box.addItems(list(PROFILES))
+        self.profile_box.setToolTip("smoke: tiny sizes, seconds (numbers, no verdict); cpu: "
+                                    "the spec on this machine; gpu: the spec's full sizes")
+        self.profile_box.setCurrentText(self.model.profile)
+        self.profile_box.currentTextChanged.connect(
+            lambda text: setattr(self.model, "profile", text))
         row.addWidget(self.reproduce_button)
-        row.addWidget(self.smoke_box)
+        row.addWidget(QLabel("profile"))
+        row.addWidget(self.profile_box)
         row.addStretch(1)
         return row
 
@@ -297,11 +305,22 @@ class LabPanel(OpensDroppedFiles, QWidget):
             old.deleteLater()
         self.form = SchemaForm(method.get("params_schema") or {},
                                self.model.params_for(method["id"]))
-        self.form.changed.connect(lambda: self.model.set_params(self.form.values()))
+        self.form.changed.connect(self._form_changed)
         self.form_area.setWidget(self.form)
-        self.model.set_params(self.form.values())
+        self._form_changed()
         self._show_inputs(method.get("inputs") or {})
         self._update_buttons()
+
+    def _form_changed(self) -> None:
+        """Remember the values; mark a reproduce form that leaves its profile's settings."""
+        values = self.form.values()
+        self.model.set_params(values)
+        profile, changed = self.model.exploratory(self.model.selected or "", values)
+        self.exploratory_label.setText(
+            f"Exploratory: {', '.join(f'{k} = {v}' for k, v in changed.items())} differ from "
+            f"the {profile} profile's settings; the claim will be marked exploratory, not the "
+            "paper's verdict." if changed else "")
+        self.exploratory_label.setVisible(bool(changed))
 
     def _show_inputs(self, declared: dict[str, str]) -> None:
         if self.inputs is not None:

@@ -117,6 +117,9 @@ def test_profile_settings_are_data_over_the_defaults():
     assert profile_settings(SizedParams, "cpu") == {"draws": 100, "seeds": 3}
     assert profile_settings(SizedParams, "smoke") == {"draws": 5, "seeds": 1}
     assert profile_settings(SizedParams, "gpu") == {"draws": 1000, "seeds": 3}
+    assert FAKE.describe()["profiles"] == {"smoke": {"draws": 5, "seeds": 1},
+                                           "cpu": {"draws": 100, "seeds": 3},
+                                           "gpu": {"draws": 1000, "seeds": 3}}
     params = SizedParams(smoke=True)  # a parameter not given takes its profile's value
     assert (params.draws, params.seeds) == (5, 1)
     assert SizedParams(profile="gpu", seeds=2).draws == 1000

@@ -97,7 +97,7 @@ def test_refused_parameters_then_reproduce_claim_in_smoke_mode(real_host, qtbot,
     assert "logistic loss is binary" in lab.form.errors()[""]
     assert lab.run_button.isEnabled() and lab.model.current is None
 
-    lab.smoke_box.setChecked(True)
+    lab.profile_box.setCurrentText("smoke")
     lab.reproduce()
     qtbot.waitUntil(lambda: lab.model.current is not None and lab.model.current.finished,
                     timeout=120_000)

@@ -69,8 +69,8 @@ def test_reproduce_submission_and_rejection(model):
     messages = []
     model.events.connect("submit_error", lambda message: messages.append(message))
     model.select("toy.train")
-    model.smoke = False
-    assert model.submission(REPRODUCE) == ("toy.reproduce", {"smoke": False}, 0)
+    model.profile = "cpu"
+    assert model.submission(REPRODUCE) == ("toy.reproduce", {"profile": "cpu"}, 0)
     model.rejected("invalid parameters")
     assert messages == ["invalid parameters"] and not model.busy
     model.select("diag.echo")

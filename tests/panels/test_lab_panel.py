@@ -154,11 +154,11 @@ def test_cancel_then_kill(lab, fake_host):
 
 def test_reproduce_claim_shows_pass_fail(lab, fake_host):
     lab.select_method("toy.train")
-    lab.smoke_box.setChecked(True)
+    lab.profile_box.setCurrentText("gpu")
     lab.reproduce()
     job = list(lab.model.jobs)[-1]
     assert fake_host.submitted[-1]["method"] == "toy.reproduce"
-    assert fake_host.submitted[-1]["params"] == {"smoke": True}
+    assert fake_host.submitted[-1]["params"] == {"profile": "gpu"}
     claim = {"paper": "toy", "statement": "s", "seeds": [0], "wall_s": 1.0, "smoke": True,
              "notes": "", "passed": True,
              "criteria": [{"name": "c", "measured": 1.0, "target": 0.5, "op": ">=",
@@ -276,3 +276,28 @@ def test_an_exported_figure_opens_with_where_it_came_from(lab, tmp_path):
     assert shown.provenance["view"] == {"metric": "loss"}
     (tmp_path / "other.png").write_bytes((tmp_path / "loss.png").read_bytes()[:8] + b"\0" * 40)
     assert not lab.open_file(tmp_path / "other.png")  # a broken PNG: refused, named
+
+
+def test_a_reproduce_form_off_its_profile_is_marked_exploratory(lab, fake_host):
+    lab.select_method("diag.reproduce")
+    assert lab.exploratory_label.isHidden()  # the form starts at the cpu profile's settings
+    lab.form.set_values({"margin": 2.5})
+    assert not lab.exploratory_label.isHidden()
+    assert "margin = 2.5" in lab.exploratory_label.text()
+    assert "cpu profile" in lab.exploratory_label.text()
+    lab.form.set_values({"margin": 1.0, "profile": "gpu"})
+    assert lab.exploratory_label.isHidden()
+    lab.select_method("toy.train")  # not a reproduction: never exploratory
+    lab.form.set_values({"steps": 7})
+    assert lab.exploratory_label.isHidden()
+    lab.select_method("diag.reproduce")
+    lab.form.set_values({"margin": 3.0})
+    lab.run()
+    job = list(lab.model.jobs)[-1]
+    assert fake_host.submitted[-1]["params"]["margin"] == 3.0
+    claim = {"paper": "diag", "statement": "s", "spec": "v2", "verdict": "PASS", "passed": True,
+             "seeds": [0], "wall_s": 0.1, "profile": "cpu", "exploratory": True,
+             "overrides": {"margin": 3.0}, "criteria": [], "sanity": []}
+    fake_host.emit(job, "job_result", outputs={"claim": claim})
+    assert "EXPLORATORY" in lab.claim_view.marks.text()
+    assert "margin = 3" in lab.claim_view.exploratory_note.text()
