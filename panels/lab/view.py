@@ -317,8 +317,9 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self.model.set_params(values)
         profile, changed = self.model.exploratory(self.model.selected or "", values)
         self.exploratory_label.setText(
-            f"Exploratory: {', '.join(f'{k} = {v}' for k, v in changed.items())} differ from "
-            f"the {profile} profile's settings; the claim will be marked exploratory, not the "
+            f"Exploratory: {', '.join(f'{k} = {v}' for k, v in changed.items())} "
+            f"{'differs' if len(changed) == 1 else 'differ'} from the {profile} profile's "
+            "settings; the claim will be marked exploratory, not the "
             "paper's verdict." if changed else "")
         self.exploratory_label.setVisible(bool(changed))
 
