@@ -364,6 +364,10 @@ def video_info(path: str | Path) -> VideoInfo:
         meta = next(reader)
         width, height = meta["size"]
         first = next(reader, None)
+        fps = float(meta.get("fps") or 0.0)
+        frames = round(float(meta.get("duration") or 0.0) * fps)
+        if first is not None and frames <= 0:  # no duration in the container: count them,
+            frames = 1 + sum(1 for _ in reader)  # one frame in memory at a time
     except (RuntimeError, OSError, StopIteration, KeyError, ValueError) as exc:
         raise _unreadable_video(path, exc) from None
     finally:
@@ -371,8 +375,6 @@ def video_info(path: str | Path) -> VideoInfo:
             reader.close()
     if first is None:
         raise FormatError(path, "not a readable video (no frame could be decoded)")
-    fps = float(meta.get("fps") or 0.0)
-    frames = max(1, round(float(meta.get("duration") or 0.0) * fps))
     return VideoInfo(frames, int(width), int(height), fps, str(meta.get("codec", "")))
 
 
