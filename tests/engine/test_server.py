@@ -66,9 +66,16 @@ def test_job_events_arrive_in_order_and_end_once(engine_process):
     run(scenario())
 
 
-def test_invalid_submission_is_an_error_reply(engine_process):
+def test_invalid_submission_is_an_error_reply(engine_process, tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000)
+
     async def scenario():
         session = await connect(engine_process)
+        with pytest.raises(EngineError, match=f"^{deep}: JSON nested too deeply"):
+            await session.client.submit("diag.inputs", {}, {"data": str(deep)})
+        with pytest.raises(EngineError, match="seed: .* out of range"):
+            await session.client.submit("diag.echo", {}, seed=2**64 - 1)
         with pytest.raises(EngineError, match="steps: unknown parameter|stepz: unknown"):
             await session.client.submit("diag.count", {"stepz": 3})
         with pytest.raises(EngineError, match="unknown method"):
