@@ -6,6 +6,7 @@ and validating must stay fast); models are imported inside ``run``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 import operator
@@ -237,7 +238,7 @@ class Claim:
             "settings": dict(self.settings),
             "exploratory": self.exploratory,
             "notes": "\n".join(filter(None, [self.notes, *v1_notes])),
-        }
+        } | (_PROFILE_RECORD.get() or {})
 
 
 def profile_settings(params: type[ReproduceParams], profile: str) -> dict[str, Any]:
@@ -250,21 +251,35 @@ def _settings_of(params: ReproduceParams) -> dict[str, Any]:
     return {k: v for k, v in params.model_dump(mode="json").items() if k not in PROFILE_FIELDS}
 
 
+# What the running reproduction's parameters say about its profile. ``Claim.to_dict`` merges
+# it in, so the claim a method saves as an artifact carries the same marks as the one it
+# returns (a method saves its claim before ``reproduce_spec``'s wrapper sees it).
+_PROFILE_RECORD: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "profile_record", default=None)
+
+
 def _recording_profile(run: Callable[[JobContext, Any, dict], dict]
                        ) -> Callable[[JobContext, Any, dict], dict]:
     """``run``, with the profile, its settings and the exploratory mark written into the
-    claim it returns. Any setting other than the profile's (from ``--set``, ``--params`` or
-    the lab's form) marks the claim exploratory, and ``overrides`` says which."""
+    claim it returns and any it saves. Any setting other than the profile's (from ``--set``,
+    ``--params`` or the lab's form) marks the claim exploratory, and ``overrides`` says which."""
 
     @functools.wraps(run)
     def recorded(ctx: JobContext, params: Any, inputs: dict) -> dict:
-        result = run(ctx, params, inputs)
+        if not isinstance(params, ReproduceParams):
+            return run(ctx, params, inputs)
+        settings = profile_settings(type(params), params.profile)
+        overrides = {k: v for k, v in _settings_of(params).items() if settings.get(k) != v}
+        record = {"profile": params.profile, "settings": settings,
+                  "exploratory": bool(overrides), "overrides": overrides}
+        token = _PROFILE_RECORD.set(record)
+        try:
+            result = run(ctx, params, inputs)
+        finally:
+            _PROFILE_RECORD.reset(token)
         claim = result.get("claim") if isinstance(result, dict) else None
-        if isinstance(claim, dict) and isinstance(params, ReproduceParams):
-            settings = profile_settings(type(params), params.profile)
-            overrides = {k: v for k, v in _settings_of(params).items() if settings.get(k) != v}
-            claim.update(profile=params.profile, settings=settings,
-                         exploratory=bool(overrides), overrides=overrides)
+        if isinstance(claim, dict):
+            claim.update(record)
         return result
 
     return recorded

@@ -102,6 +102,7 @@ class SizedParams(ReproduceParams):
 def fake_run(ctx: JobContext, params: SizedParams, inputs: dict) -> dict:
     claim = Claim("fake", "draws help", [Criterion("draws", params.draws, 1, ">")],
                   seeds=list(range(params.seeds)), wall_s=0.0, smoke=params.smoke)
+    ctx.save_artifact("claim", claim.to_dict(), kind="claim")  # saved before it is returned
     return {"claim": claim.to_dict()}
 
 
@@ -148,6 +149,11 @@ def test_the_claim_records_its_profile_and_marks_other_settings_exploratory(tmp_
     assert claim["settings"] == {"draws": 100, "seeds": 3} and claim["seeds"] == list(range(5))
     claim = run_fake(tmp_path, profile="smoke", draws=100)  # the cpu value is not smoke's
     assert claim["exploratory"] is True and claim["overrides"] == {"draws": 100}
+    saved = json.loads((tmp_path / "artifacts" / "claim.json").read_text())
+    assert saved["exploratory"] is True and saved["overrides"] == {"draws": 100}
+    assert saved["profile"] == "smoke" and saved["settings"] == {"draws": 5, "seeds": 1}
+    outside = Claim("fake", "s", [], [0], 0.0).to_dict()  # no reproduction running
+    assert outside["profile"] == "cpu" and "overrides" not in outside
 
 
 @pytest.mark.parametrize("slug", ["eos", "scicl"])
