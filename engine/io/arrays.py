@@ -211,9 +211,41 @@ def _inspect_safetensors(path: Path) -> dict:
             "metadata": {"tensors": tensors, "metadata": header.get("__metadata__", {})}}
 
 
+CHECKPOINT_CONFIGS = ("cfg.json", "config.json")
+
+
+def _sniff_checkpoint(path: Path, head: bytes) -> int:
+    """1 for a folder with a cfg.json or a Hugging Face config.json (a format that knows the
+    model, like ``sae``, outbids it with 2)."""
+    return int(path.is_dir() and any((path / name).is_file() for name in CHECKPOINT_CONFIGS))
+
+
+def _inspect_checkpoint(path: Path) -> dict:
+    """The configuration (within the JSON budgets) and each weight file's tensors (headers
+    proven against their files), nothing loaded."""
+    from engine.io.limits import read_json
+
+    config_path = next(path / name for name in CHECKPOINT_CONFIGS if (path / name).is_file())
+    config = read_json(config_path)
+    if not isinstance(config, dict):
+        raise FormatError(config_path, "the checkpoint's configuration is not a JSON object")
+    tensors = {}
+    for weights in sorted(path.glob("*.safetensors")):
+        header = safetensors_header(weights)
+        tensors.update({f"{weights.name}:{k}": {"shape": v["shape"], "dtype": v["dtype"]}
+                        for k, v in header.items() if k != "__metadata__"})
+    model = config.get("model") or config.get("model_type") or config.get("architecture")
+    return {"summary": {"model": str(model or "unknown"), "config": config_path.name,
+                        "tensors": len(tensors),
+                        "parameters": int(sum(math.prod(t["shape"]) for t in tensors.values()))},
+            "metadata": {"tensors": tensors, "config_keys": sorted(config)[:50]}}
+
+
 FORMATS = [
     Format("npy", "NumPy array", (".npy",), _sniff_npy, _inspect_npy, kinds=("array",)),
     Format("npz", "NumPy archive", (".npz",), _sniff_npz, _inspect_npz, kinds=("array",)),
     Format("safetensors", "safetensors tensors", (".safetensors",), _sniff_safetensors,
            _inspect_safetensors, kinds=("array", "checkpoint")),
+    Format("checkpoint", "checkpoint folder (safetensors and a config)", (),
+           _sniff_checkpoint, _inspect_checkpoint, kinds=("checkpoint",)),
 ]

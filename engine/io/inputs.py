@@ -13,6 +13,7 @@ import codecs
 from pathlib import Path
 
 from engine.io import FormatError, all_formats, detect, extension_of, inspect_file
+from engine.io.arrays import CHECKPOINT_CONFIGS, npz_members
 from engine.io.limits import IMAGE_PIXELS, JSON_BYTES, read_json
 
 # An input kind named by a method -> the kind its formats declare.
@@ -103,23 +104,11 @@ def _check_text(path: Path) -> list[str]:
 
 
 def _check_checkpoint(path: Path) -> list[str]:
-    """A checkpoint folder (cfg.json or a Hugging Face config.json, and safetensors weights)
-    or a single .safetensors file; every JSON and tensor header is checked."""
-    if path.is_file():
-        if extension_of(path) != ".safetensors":
-            return _check_registered("checkpoint", path)
-        return _notes(inspect_file(path))
-    configs = [path / name for name in ("cfg.json", "config.json") if (path / name).is_file()]
-    weights = sorted(path.glob("*.safetensors"))
-    if not configs and not weights:
-        raise FormatError(path, "not a checkpoint folder (no cfg.json, config.json or "
-                                ".safetensors file in it)")
-    for config in configs:
-        if not isinstance(read_json(config), dict):
-            raise FormatError(config, "the checkpoint's configuration is not a JSON object")
-    for weight in weights:
-        inspect_file(weight)
-    return []
+    """A checkpoint folder (cfg.json or a Hugging Face config.json, safetensors weights: the
+    ``checkpoint`` or ``sae`` format) or a single .safetensors file."""
+    if path.is_dir() and not any((path / name).is_file() for name in CHECKPOINT_CONFIGS):
+        raise FormatError(path, "not a checkpoint folder (no cfg.json or config.json in it)")
+    return _check_registered("checkpoint", path)
 
 
 def _check_image_folder(path: Path) -> list[str]:
@@ -150,6 +139,7 @@ def _check_net_dataset(path: Path) -> list[str]:
     from engine.vlsi import VlsiError
     from engine.vlsi.netdata import read_net_dataset
 
+    npz_members(path)  # the archive's budgets and honest headers before anything is loaded
     try:
         records, _spec = read_net_dataset(path)
     except VlsiError as exc:

@@ -58,3 +58,19 @@ def test_pdb_nan_coordinates_are_flagged_with_the_line(tmp_path):
     path.write_text(f"{bad}\n")
     with pytest.raises(FormatError, match="line 1: coordinates are not finite"):
         read_molecules(path)
+
+
+def test_checkpoint_folder_is_a_format_read_from_headers(tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "cfg.json").write_text('{"model": "hybrid_lm", "d_model": 8}')
+    save_file({"emb": np.zeros((10, 8), np.float32)}, str(folder / "model.safetensors"))
+    report = inspect_file(folder)
+    assert report["format"] == "checkpoint"
+    assert report["summary"] == {"model": "hybrid_lm", "config": "cfg.json", "tensors": 1,
+                                 "parameters": 80}
+    _safetensors(folder / "model.safetensors",
+                 {"emb": {"dtype": "F32", "shape": [10**9], "data_offsets": [0, 320]}},
+                 bytes(320))
+    with pytest.raises(FormatError, match="claims shape"):
+        inspect_file(folder)
