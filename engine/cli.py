@@ -295,8 +295,10 @@ def _interval(c: dict) -> str:
 
 def _rule(c: dict) -> str:
     rule = c.get("rule")
+    if "op" in c:  # a v1 line reads as it did: measured op target
+        return f"{c['op']} {_fmt(c['target'])}"
     if not rule:
-        return f"{c['op']} {_fmt(c['target'])}" if "op" in c else ""
+        return ""
     if rule.get("band") is None:
         return f"{_RULE_SYMBOLS[rule['kind']]} {_fmt(rule['threshold'])}"
     lo, hi = (("-inf" if i == 0 else "inf") if v is None else _fmt(v)

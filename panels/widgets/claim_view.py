@@ -91,7 +91,7 @@ def rule_text(criterion: dict) -> str:
     rule = criterion.get("rule")
     if criterion.get("parts"):
         return f"{criterion.get('aggregate', 'all')} of {len(criterion['parts'])} parts"
-    if not rule:  # a claim from before the schema
+    if not rule or "op" in criterion:  # a v1 line reads as it did: measured op target
         op = criterion.get("op", "")
         return f"{OP_SYMBOLS.get(op, op)} {format_value(criterion.get('target'))}"
     censored = " (censored)" if rule.get("censored") else ""

@@ -150,6 +150,7 @@ def test_v1_claims_show_in_the_same_rows(make_widget):
     assert "EXPLORATORY" not in view.marks.text() and view.exploratory_note.isHidden()
     assert not view.smoke_note.isHidden() and view.sanity.isHidden()
     assert view.table.item(0, QUOTE).text() == "+5 pp"
+    assert [view.table.item(r, RULE).text() for r in (0, 1)] == ["≥ 5", "< 5"]
     assert "with 0.5" in view.criterion_note.text()
     old = {"paper": "old", "statement": "s", "seeds": [0], "wall_s": 3, "passed": False,
            "criteria": [{"name": "cosine", "measured": 0.97, "target": 0.99, "op": ">=",
