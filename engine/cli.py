@@ -392,9 +392,10 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
         interrupts = 0
 
         def on_interrupt() -> None:
-            """First signal: soft cancel; second: kill the worker; if the executor then
-            does not confirm within ``ABANDON_AFTER_KILL_S`` (or on a third signal) the run
-            is ended as cancelled here, so the command always exits."""
+            """First signal: soft cancel (the worker is killed after the cancel grace);
+            second: kill the worker now. If the executor has not confirmed
+            ``ABANDON_AFTER_KILL_S`` after the kill (or on a third signal), the run is ended
+            as cancelled here, so a single SIGTERM always ends the command."""
             nonlocal interrupts
             interrupts += 1
             hard = interrupts > 1
@@ -404,9 +405,9 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
                 manager.abandon(job_id, "cancelled", "cancelled: the worker did not confirm")
                 return
             manager.cancel(job_id, hard=hard)
-            if hard:
-                loop.call_later(ABANDON_AFTER_KILL_S, manager.abandon, job_id, "cancelled",
-                                "cancelled: the worker did not confirm the kill")
+            grace_s = 0.0 if hard else getattr(executor, "cancel_grace_s", 0.0)
+            loop.call_later(grace_s + ABANDON_AFTER_KILL_S, manager.abandon, job_id,
+                            "cancelled", "cancelled: the worker did not confirm the kill")
 
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, on_interrupt)
