@@ -353,8 +353,7 @@ def _run_job(args: argparse.Namespace, method: str, params: dict,
     from engine.registry import UnknownMethod
 
     workspace = _workspace(args)
-    workspace.finish_orphans("engine died")
-    workspace.remove_dead_temp_files()
+    workspace.finish_orphans("engine died")  # temp files are swept when an engine starts
     try:
         executor = make_executor(args.cluster, workers=1,
                                  threads_per_worker=args.threads or os.cpu_count() or 1)
