@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, QTimer
-from PySide6.QtGui import QColor, QPainter
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -67,7 +67,7 @@ from panels.fmri.model import (
     sphere_section,
 )
 from panels.fmri.slicer import Slicer
-from panels.widgets.images import save_widget_png
+from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 
@@ -75,7 +75,6 @@ THROTTLE_MS = 15
 PREPARATION_POLL_MS = 250  # how often the background indexing/conversion bar is updated
 BASE_COLORMAP = "CET-L1"  # linear grey
 NIFTI_FILTER = "NIfTI images (*.nii *.nii.gz);;All files (*)"
-EXPORT_FILTER = "PNG (*.png);;SVG (*.svg);;PDF (*.pdf);;MP4 movie of the time axis (*.mp4)"
 GENERATED_PEN = "#D55E00"
 MASK_CHOICES = {"sphere at cursor": "sphere", "box at cursor": "box",
                 "label image…": "labels"}
@@ -1139,53 +1138,50 @@ class FmriPanel(QWidget):
 
     # -- export ------------------------------------------------------------------------------
 
-    def export_figure(self, path) -> Path:
-        """The slices, time course, FC matrix and QC plot as shown, to PNG, SVG or PDF (by
-        the suffix), or the time axis as an MP4 movie."""
+    def export_figure(self, path, dpi: int = DEFAULT_DPI, caption: bool = False) -> Path:
+        """The slices, time course, FC matrix and QC plot drawn for the page at ``dpi`` to
+        PNG, SVG or PDF (by the suffix), the information line as an optional caption, with
+        what made the picture in the file (``figure_provenance``); or the time axis as an
+        MP4 movie."""
         target = Path(path)
-        fmt = target.suffix.lower().lstrip(".")
-        if fmt == "mp4":
+        if target.suffix.lower() == ".mp4":
             return self.export_movie(target)
-        if fmt == "png":
-            return save_widget_png(self.figure, target)
-        if fmt == "pdf":
-            return self._export_pdf(target)
-        if fmt != "svg":
-            raise ValueError(f"{target}: export as .png, .svg, .pdf or .mp4")
-        from PySide6.QtSvg import QSvgGenerator
+        return export_widget(self.figure, ExportChoice(target, dpi, caption),
+                             self.figure_provenance(), caption=self.info.text())
 
-        generator = QSvgGenerator()
-        generator.setFileName(str(target))
-        generator.setSize(self.figure.size())
-        generator.setViewBox(self.figure.rect())
-        generator.setTitle("fMRI 4D viewer")
-        source = self.model.base.path.name if self.model.base is not None else ""
-        generator.setDescription(f"Studio fMRI viewer: {source}, t = {self.model.t}")
-        painter = QPainter(generator)
-        self.figure.render(painter, QPoint(0, 0))
-        painter.end()
-        return target
+    def figure_provenance(self) -> dict:
+        """The files (real run, anatomy, overlay, generated layers) and the view state that
+        made the figure: time point and seconds, cursor in voxels and mm, ROIs, display range
+        and colour maps; a generated layer's run when it came from one."""
+        from engine import provenance
 
-    def _export_pdf(self, target: Path) -> Path:
-        """One vector page the figure's aspect, its source and time in the metadata."""
-        from PySide6.QtCore import QMarginsF, QSizeF
-        from PySide6.QtGui import QPageLayout, QPageSize, QPdfWriter
-
-        writer = QPdfWriter(str(target))
-        size = self.figure.size()
-        writer.setPageLayout(QPageLayout(QPageSize(QSizeF(size.width(), size.height()),
-                                                   QPageSize.Unit.Point),
-                                         QPageLayout.Orientation.Portrait, QMarginsF()))
-        writer.setResolution(72)
-        writer.setCreator("Studio fMRI viewer")
-        source = self.model.base.path.name if self.model.base is not None else ""
-        writer.setTitle(f"{source}, t = {self.model.t}")
-        painter = QPainter(writer)
-        if not painter.isActive():
-            raise OSError(f"{target}: could not write the PDF")
-        self.figure.render(painter, QPoint(0, 0))
-        painter.end()
-        return target
+        model = self.model
+        sources = [volume.path for volume in (model.base, model.overlay, model.compare)
+                   if volume is not None]
+        view: dict = {"panel": "fmri", "time_point": model.t}
+        if model.base is not None:
+            tr = (model.functional or model.base).tr_s
+            view["seconds"] = round(model.t * tr, 6) if tr else None
+            cursor = np.asarray(model.cursor)
+            view["cursor_voxel"] = [int(v) for v in model.grid.to_file(cursor)]
+            view["cursor_mm"] = [round(float(v), 3) for v in model.grid.world(cursor)]
+            view["display_range"] = [float(v) for v in self.colorbar.levels()]
+        view["overlay"] = dict(self.style_overlay.__dict__) if model.overlay is not None else None
+        view["rois"] = [{"name": roi.name, "voxels": int(len(roi.voxels)),
+                         "centre_mm": roi.centre_mm, "radius_mm": roi.radius_mm}
+                        for roi in model.rois]
+        runs = []
+        if self.active_layer is not None:
+            layer = self.active_layer
+            view["generated"] = {"layer": layer.name, "first_frame": layer.first_frame,
+                                 "discarded_chunks": sorted(layer.discarded),
+                                 "crop": list(layer.crop), "masks": len(layer.masks)}
+            sources.append(layer.path)
+            run_dir = next((folder for folder in layer.path.resolve().parents
+                            if (folder / "params.json").is_file()), None)
+            if run_dir is not None:
+                runs.append(provenance.run_entry(run_dir))
+        return provenance.record(dict.fromkeys(sources), view=view, runs=runs)
 
     def export_movie(self, path, fps: int | None = None) -> Path:
         """Every frame of the time axis as drawn (both rows when a generated layer is
@@ -1246,11 +1242,12 @@ class FmriPanel(QWidget):
             self.load_label_image(path)
 
     def _choose_export(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export the figure", "fmri.png",
-                                              EXPORT_FILTER)
-        if path:
+        """The export dialog (file, DPI, caption); a name ending .mp4 writes the movie."""
+        choice = ask_export(self, "Export the figure (or .mp4: the movie)", "fmri.png",
+                            self.info.text())
+        if choice is not None:
             try:
-                self.export_figure(path)
+                self.export_figure(choice.path, choice.dpi, choice.caption)
             except (OSError, ValueError, RuntimeError) as exc:
                 self._fail("Export failed", str(exc))
 

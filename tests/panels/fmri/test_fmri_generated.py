@@ -199,6 +199,11 @@ def test_exports_pdf_and_mp4(panel, qtbot, runs, tmp_path, monkeypatch) -> None:
     _drawn(panel, qtbot)
     pdf = panel.export_figure(tmp_path / "f.pdf")
     assert pdf.read_bytes()[:5] == b"%PDF-"
+    from engine import provenance
+
+    made = provenance.read(pdf)  # the generated layer it shows, and from which file
+    assert made["view"]["generated"]["layer"] == panel.active_layer.name
+    assert str(Path(gen_path).resolve()) in [source["path"] for source in made["sources"]]
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)   # not installed
     with pytest.raises(MovieExportError, match="imageio-ffmpeg"):
         panel.export_figure(tmp_path / "f.mp4")

@@ -159,8 +159,23 @@ def test_overlay_on_anatomy_lightbox_rois_and_export(panel, qtbot, tmp_path) -> 
 
     png, svg = panel.export_figure(tmp_path / "f.png"), panel.export_figure(tmp_path / "f.svg")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "<svg" in svg.read_text()[:2000] and "anatomical.nii" in svg.read_text()
-    with pytest.raises(ValueError, match="pdf or .mp4"):
+    assert "<svg" in svg.read_text()[:2000]
+    from PySide6.QtGui import QImage
+
+    from engine import provenance
+
+    # drawn for the page (twice the screen's pixels), saying what it shows (it had no metadata
+    # and its SVG/PDF named only the file's base name)
+    assert QImage(str(png)).width() == 2 * panel.figure.width()
+    for made in (provenance.read(png), provenance.read(svg)):
+        assert any(source["path"].endswith("anatomical.nii") and Path(source["path"]).is_absolute()
+                   and source["hash"] for source in made["sources"])
+        view = made["view"]
+        file_voxel = [int(v) for v in panel.model.grid.to_file(np.asarray((20, 30, 12)))]
+        assert view["time_point"] == panel.model.t and view["cursor_voxel"] == file_voxel
+        assert len(view["cursor_mm"]) == 3 and len(view["display_range"]) == 2
+        assert [roi["radius_mm"] for roi in view["rois"]] == [8.0, 8.0]
+    with pytest.raises(ValueError, match="png, .svg or .pdf"):
         panel.export_figure(tmp_path / "f.tiff")
 
 
