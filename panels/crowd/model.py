@@ -48,6 +48,7 @@ class Marker:
 class CrowdModel:
     def __init__(self) -> None:
         self.clips: dict[str, np.ndarray] = {}
+        self.clip_sources: dict[str, str] = {}  # clip name -> the file it was read from
         self.fps = 10.0
         self.frame = 0
         self.tracks: Tracks | None = None
@@ -70,20 +71,25 @@ class CrowdModel:
             if frames.ndim != 4 or frames.shape[-1] != 3:
                 raise ValueError(f"{path}: expected frames (T, H, W, 3), found "
                                  f"{tuple(frames.shape)}")
-            self.add_clip(name, np.asarray(frames, dtype=np.uint8))
+            self.add_clip(name, np.asarray(frames, dtype=np.uint8), path)
             return
         frames, info = read_clip(path)
         if info.fps:
             self.fps = info.fps
-        self.add_clip(name, frames)
+        self.add_clip(name, frames, path)
 
-    def add_clip(self, name: str, frames: np.ndarray) -> None:
+    def add_clip(self, name: str, frames: np.ndarray, source: str | Path | None = None) -> None:
         self.clips[name] = np.asarray(frames, dtype=np.uint8)
+        if source is not None:
+            self.clip_sources[name] = str(Path(source).resolve())
+        else:
+            self.clip_sources.pop(name, None)
         self.frame = min(self.frame, self.frame_count - 1)
         self.events.emit("clips", names=list(self.clips))
 
     def remove_clip(self, name: str) -> None:
         self.clips.pop(name, None)
+        self.clip_sources.pop(name, None)
         self.frame = max(0, min(self.frame, self.frame_count - 1))
         self.events.emit("clips", names=list(self.clips))
 

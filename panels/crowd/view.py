@@ -51,7 +51,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.atomic import write_bytes_atomic
+from engine import provenance
 from engine.io import FormatError, detect
 from engine.io.crowd import Tracks, read_tracks
 from panels.crowd.metrics import FrameMetrics, clip_metrics
@@ -65,6 +65,7 @@ from panels.crowd.model import (
 )
 from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
 from panels.widgets.images import png_bytes
 from panels.widgets.jobs import PanelJobs
 
@@ -167,6 +168,18 @@ class PointerLabel(QLabel):
 
     def mouseReleaseEvent(self, event) -> None:
         self.on_release(*self.pixmap_point(event))
+
+
+def run_folder(path: Path) -> Path | None:
+    """The run folder a file lies in (the first parent with a params.json), if any."""
+    return next((folder for folder in path.resolve().parents
+                 if (folder / "params.json").is_file()), None)
+
+
+def with_sidecar(written: Path, record: dict) -> Path:
+    """``written`` (a video, a CSV) gets ``<name>.provenance.json`` beside it."""
+    provenance.write_sidecar(written, record)
+    return written
 
 
 def to_qimage(rgb) -> QImage:
@@ -593,8 +606,31 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         return image
 
     def export_png(self, path: str | os.PathLike) -> None:
-        if not self.export_image().save(str(path), "PNG"):
-            raise OSError(f"{path}: could not write the PNG")
+        """The current frame as shown, at the clips' own pixels, provenance inside."""
+        provenance.write(path, png_bytes(self.export_image()), self.export_provenance())
+
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path:
+        """The current frame as a figure (PNG, SVG or PDF) at ``dpi``, the frame's metrics
+        line as an optional caption, provenance inside (what Ctrl+E writes)."""
+        return export_image(self.export_image(), ExportChoice(Path(path), dpi, caption),
+                            self.export_provenance(), caption=self.metrics_label.text())
+
+    def export_provenance(self, frames: tuple[int, int] | None = None) -> dict:
+        """What an export shows: the clips' and tracks' files (path and hash), the runs that
+        made them, the frame (or frame range), the comparison and whether tracks are drawn."""
+        sources = list(self.model.clip_sources.values())
+        if self.model.tracks is not None and self.model.tracks.path:
+            sources.append(str(self.model.tracks.path))
+        runs = [provenance.run_entry(folder) for folder in dict.fromkeys(
+            run_folder(Path(source)) for source in sources) if folder is not None]
+        view = {"panel": "crowd", "frame": self.model.frame + 1,
+                "frames": None if frames is None else [frames[0] + 1, frames[1]],
+                "clips": list(self.model.clips), "mode": self.mode_box.currentText(),
+                "wipe": [self.wipe_left.currentText(), self.wipe_right.currentText()],
+                "overlays": self.overlays_box.isChecked(), "prompt": self.model.prompt,
+                "fps": self.model.fps}
+        return provenance.record(dict.fromkeys(sources), view=view, runs=runs)
 
     def frame_range(self) -> tuple[int, int]:
         """(start, stop) frame indices of the range boxes (1-based, inclusive, in the UI)."""
@@ -612,7 +648,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         except ValueError as exc:
             self.host.show_error("Export failed", str(exc))
             return
-        self._export(lambda: self.model.export_video(path, frames), path)
+        record = self.export_provenance(self.frame_range())
+        self._export(lambda: with_sidecar(self.model.export_video(path, frames), record), path)
 
     def export_frames(self, folder: str | os.PathLike) -> None:
         """PNG frames of the view over the frame range: ``frame_0001.png`` ..."""
@@ -624,16 +661,19 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             return
         encoded = [rgb_png(frame) for frame in frames]  # QImage encoding: main thread
         target = Path(folder)
+        record = self.export_provenance((start, stop))
 
         def write() -> Path:
             for number, data in enumerate(encoded, start=start + 1):
-                write_bytes_atomic(target / f"frame_{number:04d}.png", data)
+                provenance.write(target / f"frame_{number:04d}.png", data,
+                                 {**record, "view": {**record["view"], "frame": number}})
             return target
 
         self._export(write, folder)
 
     def export_tracks_csv(self, path: str | os.PathLike) -> None:
-        self._export(lambda: self.model.export_tracks_csv(path), path)
+        record = self.export_provenance()
+        self._export(lambda: with_sidecar(self.model.export_tracks_csv(path), record), path)
 
     def _export(self, write: Callable[[], Any], target: str | os.PathLike) -> None:
         self.status.setText(f"Exporting {target}…")
@@ -743,11 +783,11 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
                         {"scene": str(scene_path)})
 
     def choose_export_path(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export frame", "frame.png", "PNG (*.png)")
-        if path:
+        choice = ask_export(self, "Export the frame", "frame.png", self.metrics_label.text())
+        if choice is not None:
             try:
-                self.export_png(path)
-            except OSError as exc:
+                self.export_figure(choice.path, choice.dpi, choice.caption)
+            except (OSError, ValueError) as exc:
                 self.host.show_error("Export failed", str(exc))
 
     # -- engine jobs -----------------------------------------------------------------------
@@ -770,7 +810,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
                 continue
             if start and name in self.model.clips:  # a regenerated range: splice it in
                 frames = np.load(folder / outputs[key])
-                self.model.add_clip(name, splice(self.model.clips[name], frames, start))
+                self.model.add_clip(name, splice(self.model.clips[name], frames, start),
+                                    self.model.clip_sources.get(name))
             else:
                 self.open_file(folder / outputs[key], name)
         if isinstance(outputs.get("trajectories"), str):

@@ -66,6 +66,27 @@ def export_widget(widget: QWidget, choice: ExportChoice, provenance: dict,
                       ) from None
 
 
+def export_image(image: QImage, choice: ExportChoice, provenance: dict,
+                 caption: str = "") -> Path:
+    """A picture the panel composed itself (video frames, a 3-D snapshot) exported as a
+    figure: at its own pixels (scaled by dpi / 96), caption and provenance as for a widget."""
+    return export_widget(_Picture(image), choice, provenance, caption)
+
+
+class _Picture(QWidget):
+    """An image at its own size, for ``export_widget`` to draw."""
+
+    def __init__(self, image: QImage) -> None:
+        super().__init__()
+        self.image = image
+        self.resize(image.width(), image.height())
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        painter = QPainter(self)
+        painter.drawImage(self.rect(), self.image)
+        painter.end()
+
+
 def render_png(widget: QWidget, dpi: int, caption: str = "") -> bytes:
     """The widget painted at ``dpi`` (fonts, lines and legends in proportion: more pixels,
     not a bigger layout), with ``caption`` under it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,6 +83,16 @@ def test_panel_plays_steps_and_exports(make_widget, fake_host, tmp_path, qtbot):
     panel.export_png(out)
     image = QImage(str(out))
     assert image.width() == 2 * 256 + 256 and image.height() == 256
+    from engine import provenance
+
+    made = provenance.read(out)  # which clips and tracks, which frame (it said nothing)
+    assert {Path(s["path"]).name for s in made["sources"]} == {"real.mp4", "coarse.npy",
+                                                                 tracks.name}
+    assert made["view"]["frame"] == panel.model.frame + 1
+    assert made["view"]["clips"] == ["real", "coarse"]
+    figure = panel.export_figure(tmp_path / "frame-figure.png")  # Ctrl+E: 192 dpi
+    assert QImage(str(figure)).width() == 2 * image.width()
+    assert provenance.read(figure)["view"]["dpi"] == 192
     panel.open_file(tmp_path / "missing.mp4")
     assert fake_host.errors and "missing.mp4" in fake_host.errors[-1][1]
 

@@ -129,6 +129,11 @@ def test_panel_metrics_wipe_exports_edits_and_regenerate(make_widget, fake_host,
         f"frame_{n:04d}.png" for n in range(2, 6)]
     assert QImage(str(tmp_path / "frames" / "frame_0002.png")).width() == 256
     assert not fake_host.errors
+    from engine import provenance
+
+    for video in ("view.mp4", "view.gif"):  # a sidecar says which clips and frames
+        assert provenance.read(tmp_path / video)["view"]["frames"] == [2, 5]
+    assert provenance.read(tmp_path / "frames" / "frame_0003.png")["view"]["frame"] == 3
 
     tracks = tmp_path / "sim.csv"
     tracks.write_text("frame,id,x,y\n0,7,0,0\n1,7,1,0\n2,7,2,1\n3,7,3,1\n0,8,0,4\n1,8,1,4\n")
@@ -144,6 +149,7 @@ def test_panel_metrics_wipe_exports_edits_and_regenerate(make_widget, fake_host,
     panel.export_tracks_csv(tmp_path / "out" / "tracks.csv")
     qtbot.waitUntil(lambda: (tmp_path / "out" / "tracks.csv").exists(), timeout=5000)
     assert np.allclose(read_tracks(tmp_path / "out" / "tracks.csv").xy[1], moved, atol=1e-3)
+    assert provenance.read(tmp_path / "out" / "tracks.csv")["view"]["prompt"] == "a crowd at dusk"
 
     panel.regenerate()
     assert "c2r.train" in fake_host.errors[-1][1]
