@@ -72,6 +72,7 @@ from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_view import PlotSpecView
 
 THROTTLE_MS = 15
+SLICE_ROW_MIN_PX = 120  # a row of slices: two fit a 1280x800 window beside the runs dock
 PREPARATION_POLL_MS = 250  # how often the background indexing/conversion bar is updated
 BASE_COLORMAP = "CET-L1"  # linear grey
 NIFTI_FILTER = "NIfTI images (*.nii *.nii.gz);;All files (*)"
@@ -257,6 +258,7 @@ class FmriPanel(QWidget):
         self.planes = [PlaneView(p, self._on_point) for p in range(3)]
         for p, view in enumerate(self.planes):
             self.ortho.addItem(view.box, row=0, col=p)
+        self.ortho.setMinimumHeight(SLICE_ROW_MIN_PX)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=BASE_COLORMAP, label="base")
         self.colorbar.setImageItem([view.base for view in self.planes])
         self.ortho.addItem(self.colorbar, row=0, col=3)
@@ -904,7 +906,10 @@ class FmriPanel(QWidget):
         self._after_layers_changed()
 
     def _show_compare_row(self, shown: bool) -> None:
-        """The generated row under the real one; each row is titled while both are shown."""
+        """The generated row under the real one; each row is titled while both are shown.
+        Each row keeps ``SLICE_ROW_MIN_PX`` of height (the runs dock gives way), so a second
+        row never squeezes the slices to thumbnails under their orientation letters."""
+        self.ortho.setMinimumHeight(SLICE_ROW_MIN_PX * (2 if shown else 1))
         grid = self.model.grid
         self.planes[0].title.setText("real" if shown else "")
         self.compare_planes[0].title.setText("generated" if shown else "")

@@ -120,3 +120,30 @@ def test_a_panel_lays_out_inside_1280x800(main_window, qtbot, tmp_path, panel_id
     qtbot.wait(300)
     assert (main_window.width(), main_window.height()) == SIZE
     assert outside_or_cut(main_window) == []
+
+
+def test_the_fmri_generated_row_keeps_readable_slices(main_window, qtbot, tmp_path) -> None:
+    """With a generated row the slices shrank to about 70 px under their letters."""
+    import json
+
+    import nibabel as nib
+
+    from panels.fmri.view import SLICE_ROW_MIN_PX
+
+    main_window.resize(*SIZE)
+    panel = open_fmri(main_window, tmp_path)
+    image = nib.load(NITIME_FMRI)
+    generated = tmp_path / "run" / "artifacts" / "sub-01_desc-brainworld_bold.nii.gz"
+    generated.parent.mkdir(parents=True)
+    nib.save(nib.Nifti1Image(np.asarray(image.dataobj)[..., :12].astype(np.float32),
+                             image.affine), generated)
+    generated.with_name("sub-01_desc-brainworld_bold.json").write_text(json.dumps(
+        {"GeneratedBy": [{"Name": "Studio brainworld.generate"}],
+         "BrainWorld": {"FirstGeneratedFrame": 0, "ChunkFrames": 4}}))
+    panel.open_file(generated)
+    qtbot.waitUntil(lambda: panel.active_layer is not None, timeout=20_000)
+    for _ in range(20):
+        QApplication.processEvents()
+    assert (main_window.width(), main_window.height()) == SIZE
+    assert panel.ortho.height() >= 2 * SLICE_ROW_MIN_PX
+    assert outside_or_cut(main_window) == []
