@@ -165,21 +165,15 @@ class EditHistory(QObject):
         self._identities.pop(document, None)
         found, fresh = self._identify(document)
         saved = self.workspace.load_edits(found.key)
-        commands: list[Any] = []
         try:
-            for data in saved:
-                command = decode(data)
-                command.apply(model)
-                commands.append(command)
-        except Exception as exc:
-            for command in reversed(commands):
-                command.revert(model)
+            commands = _apply_all(saved, model, decode)
+        except _DoesNotFit as failure:
             aside = f"{found.key}~unreplayed-{time.time():.0f}"
             self.workspace.rename_edits(found.key, aside)
             self._keep_aside(aside, found)
             raise ValueError(f"{len(saved)} saved edit(s) of {document.partition(':')[2]} do "
-                             f"not fit the file (edit {len(commands) + 1}: {exc}); they are "
-                             "kept aside in the workspace") from exc
+                             f"not fit the file ({failure}); they are kept aside in the "
+                             "workspace") from failure
         self._quiet = True
         try:
             for command in commands:
@@ -327,15 +321,9 @@ class EditHistory(QObject):
         they leave their old key once saved under the new one. Edits that do not fit change
         nothing and are kept aside."""
         saved = self.workspace.load_edits(key)
-        commands: list[Any] = []
         try:
-            for data in saved:
-                command = decode(data)
-                command.apply(model)
-                commands.append(command)
-        except Exception as exc:
-            for command in reversed(commands):
-                command.revert(model)
+            commands = _apply_all(saved, model, decode)
+        except _DoesNotFit as exc:
             log.warning("saved edits %s do not fit %s: %s", key, document, exc)
             self._keep_aside(key, _Identity(key))
             if self.on_error is not None:
@@ -401,6 +389,26 @@ class EditHistory(QObject):
         for i in range(self.stack.index()):
             steps.extend(steps_of(self.stack.command(i)))
         return steps
+
+
+class _DoesNotFit(Exception):
+    """A saved edit that cannot be applied to the model as read."""
+
+
+def _apply_all(saved: list[dict], model: Any, decode: Decode) -> list[Any]:
+    """Decode and apply saved commands in order. If one fails, those applied are reverted,
+    so the model is as it was, and ``_DoesNotFit`` says which edit and why."""
+    commands: list[Any] = []
+    try:
+        for data in saved:
+            command = decode(data)
+            command.apply(model)
+            commands.append(command)
+    except Exception as exc:
+        for command in reversed(commands):
+            command.revert(model)
+        raise _DoesNotFit(f"edit {len(commands) + 1}: {exc}") from exc
+    return commands
 
 
 def steps_of(command: QUndoCommand | None) -> list[_EditStep]:

@@ -201,3 +201,26 @@ def test_a_document_saved_over_its_file_never_offers_its_edits_again(qapp, works
     again.push(reopened.document, reopened.flagging(0, "flagged"), reopened)
     again.forget(reopened.document)
     assert opened(EditHistory(workspace), path).entries[0].flag == "flagged"
+
+
+def test_saved_edits_that_do_not_fit_leave_the_model_as_read_and_are_kept_aside(
+        qapp, workspace, tmp_path) -> None:
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    history = EditHistory(workspace)
+    triage(history, opened(history, path))
+    calls = []
+
+    def failing_decode(data: dict):
+        calls.append(data)
+        if len(calls) == 3:
+            raise ValueError("molecule 3 is not there")
+        return decode(data)
+
+    model = MoleculeSetModel()
+    model.load(path)
+    with pytest.raises(ValueError, match="3 saved edit\\(s\\) of .*edit 3: molecule 3"):
+        EditHistory(workspace).restore(model.document, model, failing_decode)
+    assert [entry.flag for entry in model.entries] == ["", "", ""]  # the first two reverted
+    assert [r["aside"] for r in workspace.documents("molecules")] == [1]
+    assert state(opened(EditHistory(workspace), path)) == [(e.smiles, "") for e in model.entries]
