@@ -70,8 +70,15 @@ JSON_BYTES = Budget("STUDIO_MAX_JSON_BYTES", 512 * MB, "bytes", "JSON document s
 ATOMS = Budget("STUDIO_MAX_DESCRIPTOR_ATOMS", 150, "atoms", "atoms per molecule for descriptors")
 DESCRIPTOR_TIME = Budget("STUDIO_MAX_DESCRIPTOR_S", 5.0, "s", "descriptor time per file")
 IMAGE_PIXELS = Budget("STUDIO_MAX_IMAGE_PIXELS", 256 * 1024 * 1024, "pixels", "image size")
+# One volume of a NIfTI image as float32 in memory, as the viewer holds it: a 0.4 mm
+# whole-head scan is ~300 MB (inspect checks a frame in chunks and needs none of it).
+FRAME_BYTES = Budget("STUDIO_MAX_FRAME_BYTES", 1024 * MB, "bytes", "image frame size")
+# Records a text file declares or holds (DEF components, nets, pins; atoms of a topology;
+# frames x atoms of a trajectory): the largest open benchmark chips hold a few million.
+ELEMENTS = Budget("STUDIO_MAX_ELEMENTS", 50_000_000, "elements", "element count")
 
-BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS)
+BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
+           FRAME_BYTES, ELEMENTS)
 
 
 def available_memory_bytes() -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import re
 import shutil
@@ -35,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io import Format, FormatError, extension_of
+from engine.io.limits import FRAME_BYTES, check_allocation, read_json
 
 NIFTI_EXTENSIONS = (".nii", ".nii.gz")
 HEADER_BYTES = {348: 1, 540: 2}       # sizeof_hdr -> NIfTI version
@@ -43,6 +43,8 @@ INDEX_SPACING_BYTES = 1024 * 1024  # indexed_gzip seek points: ~32 KiB of memory
 PARALLEL_READERS = max(1, min(2, os.cpu_count() or 1))  # handles a large read is split over
 PARALLEL_MIN_BYTES = 1 << 20          # smaller reads stay on one handle
 FRAME_CACHE = 4                       # decoded frames kept (three views share one frame)
+FRAME_CACHE_BYTES = 256 * 1024 * 1024  # ...unless they are large: then only the newest
+CHECK_CHUNK_BYTES = 16 * 1024 * 1024   # inspect checks a large frame this much at a time
 SUPPORTED_KINDS = "iuf"               # integers and floats; complex and RGB are refused
 GZ_TRAILING_SLACK_BYTES = 1 << 20  # bytes a gzip stream may hold past the image (rare)
 CONVERT_MIN_BYTES = 256 * 1024 * 1024  # smaller .nii.gz files are indexed, not converted
@@ -100,10 +102,8 @@ def _sidecar_tr(path: Path) -> float | None:
     sidecar = path.with_name(name + ".json")
     if not sidecar.is_file():
         return None
-    try:
-        value = json.loads(sidecar.read_text()).get("RepetitionTime")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise FormatError(sidecar, f"unreadable JSON sidecar ({exc})") from None
+    document = read_json(sidecar)
+    value = document.get("RepetitionTime") if isinstance(document, dict) else None
     if value is None:
         return None
     if not isinstance(value, (int, float)) or not 0 < value < 1000:
@@ -206,22 +206,74 @@ class Volume:
             raise IndexError(f"{self.path}: frame {t} outside 0..{self.n_frames - 1}")
         return t
 
-    def _scaled(self, raw: np.ndarray, t: int | None = None) -> np.ndarray:
+    def _scaled(self, raw: np.ndarray, t: int | None = None, own: bool = False
+                ) -> np.ndarray:
+        """float32 values with the header's scaling; ``own``: ``raw`` is a fresh buffer that
+        may become the result (a float32 frame is then not copied)."""
         if self.slope != 1.0 or self.inter != 0.0:  # in float64, as nibabel does
             values = (np.asarray(raw, dtype=np.float64) * self.slope + self.inter
                       ).astype(np.float32)
+        elif own and raw.dtype == np.float32 and raw.flags.writeable:
+            values = raw
         else:
             values = np.array(raw, dtype=np.float32)
         if self.dtype.kind == "f" and not np.isfinite(values).all():
             if self.nan == "error":
-                bad = int((~np.isfinite(values)).sum())
-                where = "the time course" if t is None else f"frame {t}"
-                raise FormatError(self.path, f"{bad} voxel{'s' * (bad != 1)} of {where} "
-                                             f"{'are' if bad != 1 else 'is'} NaN or infinite; "
-                                             "open it with NaNs shown as 0 (the viewer's "
-                                             "'NaN as 0' box, nan='zero' in Python)")
+                raise self._nan_error(int((~np.isfinite(values)).sum()), t)
             np.nan_to_num(values, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
         return values
+
+    def _nan_error(self, bad: int, t: int | None) -> FormatError:
+        where = "the time course" if t is None else f"frame {t}"
+        return FormatError(self.path, f"{bad} voxel{'s' * (bad != 1)} of {where} "
+                                      f"{'are' if bad != 1 else 'is'} NaN or infinite; open "
+                                      "it with NaNs shown as 0 (the viewer's 'NaN as 0' box, "
+                                      "nan='zero' in Python)")
+
+    def _check_frame_budget(self) -> None:
+        """Refuse, naming the budget, a frame too large to hold: its float32 values (and,
+        for a .nii.gz, the raw bytes they are decoded from)."""
+        values = self.frame_voxels * 4
+        FRAME_BYTES.check(self.path, values, "one frame as float32 needs")
+        raw = self.frame_voxels * self.dtype.itemsize if self._data is None else 0
+        check_allocation(self.path, values + raw, "one frame")
+
+    def check_frame(self, t: int = 0) -> None:
+        """Read frame ``t`` to find damage and NaNs without holding it: it is read in chunks
+        of ``CHECK_CHUNK_BYTES``, so inspecting a file whose header claims huge frames (a gzip
+        bomb) takes little memory and no frame budget."""
+        t = self._check_t(t)
+        bad = 0
+        for raw in self._frame_chunks(t, max(1, CHECK_CHUNK_BYTES // self.dtype.itemsize)):
+            if self.dtype.kind == "f":
+                values = (np.asarray(raw, dtype=np.float64) * self.slope + self.inter
+                          if self.slope != 1.0 or self.inter != 0.0 else raw)
+                bad += int(raw.size - np.isfinite(values).sum())
+        if bad and self.nan == "error":
+            raise self._nan_error(bad, t)
+
+    def _frame_chunks(self, t: int, step: int):
+        """Frame ``t``'s raw voxels, ``step`` at a time in file order; a .nii.gz through a
+        plain sequential gzip reader (twice as fast as an unindexed seekable one)."""
+        if self._data is not None:
+            data = self._data[..., t] if len(self.shape) == 4 else self._data
+            flat = data.reshape(-1, order="F")  # a view: the frame is contiguous on disk
+            for start in range(0, self.frame_voxels, step):
+                yield flat[start:start + step]
+            return
+        size = self.frame_voxels * self.dtype.itemsize
+        try:
+            with gzip.open(self.path, "rb") as stream:
+                stream.seek(self.vox_offset + t * size)
+                for start in range(0, self.frame_voxels, step):
+                    want = min(step, self.frame_voxels - start) * self.dtype.itemsize
+                    chunk = stream.read(want)
+                    if len(chunk) < want:
+                        raise FormatError(self.path, "truncated: the data ends before the "
+                                                     "header's dimensions say it should")
+                    yield np.frombuffer(chunk, dtype=self.dtype)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise FormatError(self.path, f"damaged gzip data ({exc})") from None
 
     def _read_gz(self, offset: int, count: int) -> bytearray:
         """``count`` uncompressed bytes from ``offset``. Large reads, once indexed, are split
@@ -270,16 +322,18 @@ class Volume:
         if cached is not None:
             self._frames.move_to_end(t)
             return cached
+        self._check_frame_budget()
         if self._data is not None:
             raw = self._data[..., t] if len(self.shape) == 4 else self._data
         else:
             size = self.frame_voxels * self.dtype.itemsize
             raw = np.frombuffer(self._read_gz(self.vox_offset + t * size, size),
                                 dtype=self.dtype).reshape(self.spatial_shape, order="F")
-        values = self._scaled(raw, t)
+        values = self._scaled(raw, t, own=self._data is None)
         values.setflags(write=False)
         self._frames[t] = values
-        while len(self._frames) > FRAME_CACHE:
+        while len(self._frames) > FRAME_CACHE or (
+                len(self._frames) > 1 and len(self._frames) * values.nbytes > FRAME_CACHE_BYTES):
             self._frames.popitem(last=False)
         return values
 
@@ -531,7 +585,12 @@ def open_volume(path: str | os.PathLike, nan: str = "error", index: bool = True,
                     vox_offset=vox_offset, nan=nan, header=header)
     try:
         _attach_data(volume, data_bytes)
-        volume.frame(0)  # a damaged start or NaNs fail here, before anything is shown
+        # a damaged start or NaNs fail here, before anything is shown; the viewer (index)
+        # holds frame 0 at once, inspect only reads it through
+        if index:
+            volume.frame(0)
+        else:
+            volume.check_frame(0)
     except BaseException:
         volume.close()
         raise
@@ -674,9 +733,10 @@ def _run_tr(root: Path, bold: Path) -> float | None:
         return None
     inherited = root / f"{task.group(1)}_bold.json"
     try:
-        value = json.loads(inherited.read_text()).get("RepetitionTime")
-    except (OSError, ValueError, AttributeError):
+        document = read_json(inherited)
+    except FormatError:
         return None
+    value = document.get("RepetitionTime") if isinstance(document, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
 
 

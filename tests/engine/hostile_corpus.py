@@ -82,6 +82,30 @@ def _gzip_members(path: Path, unit: bytes, members: int) -> None:
             handle.write(one)
 
 
+def _nifti_bomb(path: Path) -> None:
+    """A NIfTI header claiming 512 x 512 x 512 x 4 float32 (2 GiB of zeros, frames of 512 MB)
+    over about 2 MB of gzip: a valid file whose frames no reader should hold to inspect it."""
+    import nibabel as nib
+
+    header = nib.Nifti1Header()
+    header.set_data_shape((512, 512, 512, 4))
+    header.set_data_dtype(np.float32)
+    header.set_data_offset(352)
+    head = header.binaryblock + bytes(4)
+    data_bytes = 512**3 * 4 * 4
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    chunk = bytes(1 << 24)
+    with open(path, "wb") as handle:
+        handle.write(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff")  # gzip, no name
+        crc = zlib.crc32(head)
+        handle.write(deflate.compress(head))
+        for _ in range(data_bytes // len(chunk)):
+            crc = zlib.crc32(chunk, crc)
+            handle.write(deflate.compress(chunk))
+        handle.write(deflate.flush())
+        handle.write(struct.pack("<II", crc, (len(head) + data_bytes) % 2**32))
+
+
 def _deep(kind: str = "[") -> str:
     close = "]" if kind == "[" else "}"
     opener = "[" if kind == "[" else '{"a":'
@@ -179,6 +203,8 @@ SPECS = (
     Spec("gzip bomb smiles", "bomb.smi.gz",
          lambda p: p.write_bytes(gzip.compress(b"C" * (1 << 30), compresslevel=9)),
          (INSPECT, ("input", "kcgm.calibrate", "reference"))),
+    Spec("NIfTI gzip bomb", "bomb.nii.gz", _nifti_bomb,
+         (INSPECT, ("input", "brainworld.train", "fmri")), expect="read"),
     Spec("1080p clip", "clip.mp4", _clip, (INSPECT, ("input", "c2r.train", "footage")),
          expect="read"),
     Spec("deep JSON scene", "scene.json",

@@ -308,3 +308,51 @@ def test_nothing_stays_open_after_a_failure(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="NaN"):
         open_volume(path)
     assert open_on_the_file() == []
+
+
+@pytest.mark.parametrize("suffix", [".nii", ".nii.gz"])
+def test_inspect_checks_a_large_frame_in_chunks_without_holding_it(tmp_path: Path, monkeypatch,
+                                                                    suffix: str) -> None:
+    import engine.io.nifti as nifti
+
+    data = np.ones((16, 16, 16, 2), dtype=np.float32)
+    data[0, 0, 0, 0] = data[15, 15, 15, 0] = np.nan  # in the first and the last chunk
+    path = _write(tmp_path / f"big{suffix}", data)
+    monkeypatch.setattr(nifti, "CHECK_CHUNK_BYTES", 4096)
+    with pytest.raises(FormatError, match="2 voxels of frame 0 are NaN"):
+        open_volume(path, index=False)
+    volume = open_volume(path, index=False, nan="zero")
+    try:
+        assert volume._frames == {}  # read through, nothing kept
+    finally:
+        volume.close()
+
+
+def test_a_frame_over_the_budget_is_refused_naming_file_budget_and_variable(
+        tmp_path: Path, monkeypatch) -> None:
+    path = _write(tmp_path / "run.nii.gz", np.zeros((32, 32, 32, 3), dtype=np.int16))
+    monkeypatch.setenv("STUDIO_MAX_FRAME_BYTES", str(100_000))  # a frame is 131,072 float32
+    with pytest.raises(FormatError, match="STUDIO_MAX_FRAME_BYTES") as refused:
+        open_volume(path)
+    assert str(path) in str(refused.value) and "frame size budget" in str(refused.value)
+    assert inspect_file(path)["summary"]["shape"] == [32, 32, 32, 3]  # inspect holds none
+    monkeypatch.setenv("STUDIO_MAX_FRAME_BYTES", str(200_000))
+    volume = open_volume(path)
+    try:
+        assert volume.frame(2).shape == (32, 32, 32)
+    finally:
+        volume.close()
+
+
+def test_large_frames_are_not_cached_four_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    import engine.io.nifti as nifti
+
+    path = _write(tmp_path / "run.nii.gz", np.zeros((16, 16, 16, 4), dtype=np.float32))
+    monkeypatch.setattr(nifti, "FRAME_CACHE_BYTES", 3 * 16**3 * 4)
+    volume = open_volume(path, index=False)
+    try:
+        for t in range(4):
+            volume.frame(t)
+        assert list(volume._frames) == [1, 2, 3]
+    finally:
+        volume.close()
