@@ -76,9 +76,12 @@ FRAME_BYTES = Budget("STUDIO_MAX_FRAME_BYTES", 1024 * MB, "bytes", "image frame 
 # Records a text file declares or holds (DEF components, nets, pins; atoms of a topology;
 # frames x atoms of a trajectory): the largest open benchmark chips hold a few million.
 ELEMENTS = Budget("STUDIO_MAX_ELEMENTS", 50_000_000, "elements", "element count")
+# A text file parsed whole (DEF, LEF, route guides, MD topologies): routed DEFs of large
+# open designs are a few hundred MB.
+TEXT_BYTES = Budget("STUDIO_MAX_TEXT_BYTES", 1024 * MB, "bytes", "text file size")
 
 BUDGETS = (DECOMPRESSED, RATIO, JSON_DEPTH, JSON_BYTES, ATOMS, DESCRIPTOR_TIME, IMAGE_PIXELS,
-           FRAME_BYTES, ELEMENTS)
+           FRAME_BYTES, ELEMENTS, TEXT_BYTES)
 
 
 def available_memory_bytes() -> int:
@@ -99,6 +102,23 @@ def check_allocation(path: str | os.PathLike, nbytes: int, what: str) -> None:
     if nbytes > spare:
         raise FormatError(path, f"{what} needs {nbytes / MB:,.0f} MB but only "
                                 f"{spare / MB:,.0f} MB of memory can be spared now")
+
+
+def check_text_file(path: str | os.PathLike, expansion: float) -> int:
+    """The size of a text file that is parsed whole, refused when over the text size budget
+    or when parsing it (about ``expansion`` times its size in memory) needs more memory than
+    can be spared now."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError as exc:
+        raise FormatError(path, f"cannot read it ({exc.strerror})") from None
+    TEXT_BYTES.check(path, size, "the file is")
+    need, spare = size * expansion, available_memory_bytes() // 2
+    if need > spare:
+        raise FormatError(path, f"parsing its {size / MB:,.0f} MB needs about "
+                                f"{need / MB:,.0f} MB of memory, but only {spare / MB:,.0f} MB "
+                                "can be spared now")
+    return size
 
 
 def json_depth(value: Any) -> int:

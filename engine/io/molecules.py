@@ -21,6 +21,7 @@ import importlib.util
 import io
 import math
 import re
+import struct
 import time
 import warnings
 import zlib
@@ -30,7 +31,13 @@ from functools import cache
 from pathlib import Path
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import ATOMS, DESCRIPTOR_TIME, open_decompressed
+from engine.io.limits import (
+    ATOMS,
+    DESCRIPTOR_TIME,
+    ELEMENTS,
+    check_text_file,
+    open_decompressed,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 SMILES_COLUMNS = ("smiles", "canonical_smiles", "smi", "smiles_string", "molecule")
@@ -842,6 +849,59 @@ def quiet_mdanalysis() -> None:
                             category=DeprecationWarning)
 
 
+MD_PARSE_EXPANSION = 20  # MDAnalysis' topology arrays and strings per byte of text
+MD_TEXT_TOPOLOGIES = (".psf", ".gro", ".prmtop", ".parm7")
+HEADER_SCAN_LINES = 10_000  # a PSF's title may be long; its !NATOM line comes after it
+
+
+def check_md_file(path: str | Path) -> None:
+    """Refuse an MD file before MDAnalysis allocates for it: a text topology over the text
+    size budget (or the memory its parse needs), and a topology or trajectory whose header
+    declares more atoms than the element budget (MDAnalysis sizes its arrays from that
+    number, so a 1 KB PSF claiming 10^9 atoms would take gigabytes)."""
+    path = Path(path)
+    ext = extension_of(path)
+    if ext in MD_TEXT_TOPOLOGIES:
+        check_text_file(path, MD_PARSE_EXPANSION)
+    try:
+        atoms = _declared_atoms(path, ext)
+    except OSError as exc:
+        raise FormatError(path, f"cannot read it ({exc.strerror})") from None
+    if atoms is not None:
+        ELEMENTS.check(path, atoms, "its header declares")
+
+
+def _declared_atoms(path: Path, ext: str) -> int | None:
+    """The atom count a PSF, GRO, PRMTOP, DCD or XTC header declares (None: not found, the
+    reader reports it)."""
+    if ext in MD_TEXT_TOPOLOGIES:
+        with open(path, encoding="latin-1") as handle:
+            lines = [line for _, line in zip(range(HEADER_SCAN_LINES), handle, strict=False)]
+        if ext == ".gro":
+            count = lines[1].split()[:1] if len(lines) > 1 else []
+        elif ext == ".psf":
+            count = next((line.split()[:1] for line in lines if "!NATOM" in line), [])
+        else:
+            after = next((n for n, line in enumerate(lines) if line.startswith(
+                "%FLAG POINTERS")), None)
+            count = lines[after + 2].split()[:1] if after is not None and len(
+                lines) > after + 2 else []
+        return int(count[0]) if count and count[0].lstrip("-").isdigit() else None
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if ext == ".xtc" and len(head) >= 8 and struct.unpack(">i", head[:4])[0] == 1995:
+        return struct.unpack(">i", head[4:8])[0]
+    if ext == ".dcd" and len(head) >= 100:
+        order = "<" if struct.unpack("<i", head[:4])[0] == 84 else ">"
+        if struct.unpack(order + "i", head[:4])[0] != 84:
+            return None  # CHARMM's 64-bit markers: MDAnalysis checks those itself
+        title = struct.unpack(order + "i", head[92:96])[0]
+        at = 96 + title + 4
+        if title >= 0 and at + 8 <= len(head):
+            return struct.unpack(order + "i", head[at + 4:at + 8])[0]
+    return None
+
+
 def _inspect_md(path: Path) -> dict:
     """A topology's atoms and residues, or a trajectory's atoms and frames (MDAnalysis reads
     DCD/XTC/TRR headers without a topology); the molecule panel plays the pair."""
@@ -853,6 +913,7 @@ def _inspect_md(path: Path) -> dict:
         head = handle.read(16)
     if _sniff_md(path, head)[1] < 2:
         raise FormatError(path, "not what its name says (no PSF title or DCD 'CORD' header)")
+    check_md_file(path)
     try:
         if extension_of(path) in MD_TRAJECTORY_EXTENSIONS:
             reader = get_reader_for(str(path))(str(path))

@@ -10,6 +10,10 @@ synthetic nets) and ``tokens`` serialises a routing tree as iPCL-style tokens. T
 from pathlib import Path
 
 from engine.io import FormatError
+from engine.io.limits import check_text_file
+
+# The parsed design (tuples, strings, arrays) takes about this many times the text's size.
+PARSE_EXPANSION = 12
 
 
 class VlsiError(FormatError):
@@ -21,7 +25,12 @@ class VlsiError(FormatError):
 
 
 def read_text(path: Path) -> str:
-    """A LEF, DEF or guide file's text; ``VlsiError`` when it cannot be read."""
+    """A LEF, DEF or guide file's text, within the text size budget and the memory its
+    parse needs; ``VlsiError`` when it cannot be read."""
+    try:
+        check_text_file(path, PARSE_EXPANSION)
+    except FormatError as exc:
+        raise VlsiError(path, exc.problem) from None
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.io.limits import ELEMENTS
 from engine.vlsi import VlsiError, read_text
 
 if TYPE_CHECKING:
@@ -264,6 +265,11 @@ class _DefParser:
             if keyword in SECTION_STARTS:
                 section, section_start, section_piece, items, raw = keyword, offset, piece, 0, []
                 expected = self.integer(tokens[1], offset, piece) if len(tokens) > 1 else -1
+                if expected > ELEMENTS.value:
+                    start = offset + len(piece) - len(piece.lstrip())
+                    line = self.text.count("\n", 0, start) + 1
+                    over = ELEMENTS.refuse(self.path, expected, f"{keyword} declares")
+                    raise VlsiError(self.path, over.problem, line)
                 if keyword in RAW_SECTIONS:
                     raw.append(" ".join(tokens) + " ;")
             else:

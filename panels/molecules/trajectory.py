@@ -22,6 +22,7 @@ from engine.io.molecules import (
     Atom,
     Sequence,
     Structure,
+    check_md_file,
     frame_time,
     quiet_mdanalysis,
     read_xyz_frames,
@@ -100,6 +101,8 @@ def read_md(topology: str | Path, trajectory: str | Path) -> Trajectory:
     import MDAnalysis
 
     quiet_mdanalysis()
+    check_md_file(topology)  # headers declaring absurd atom counts, before any allocation
+    check_md_file(trajectory)
     try:
         universe = MDAnalysis.Universe(str(topology), str(trajectory))
     except Exception as exc:  # MDAnalysis raises many kinds; the user needs the files named

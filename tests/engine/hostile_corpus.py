@@ -148,6 +148,28 @@ LAYER metal1
 END metal1
 END LIBRARY
 """
+DEF_CLAIMING = """VERSION 5.8 ;
+DESIGN claims ;
+UNITS DISTANCE MICRONS 1000 ;
+DIEAREA ( 0 0 ) ( 1000 1000 ) ;
+COMPONENTS 1000000000 ;
+- u1 INV_X1 + PLACED ( 0 0 ) N ;
+END COMPONENTS
+END DESIGN
+"""
+PSF_CLAIMING = ("PSF\n\n       1 !NTITLE\n REMARKS claims a billion atoms\n\n"
+                "1000000000 !NATOM\n       1 A    1    ALA  CA   CT1    0.070000   12.0110  0\n")
+
+
+def _sparse(text: str, size: int) -> Callable[[Path], None]:
+    """A file of ``size`` bytes (sparse: no disk used) that starts with ``text``."""
+    def make(path: Path) -> None:
+        path.write_text(text)
+        os.truncate(path, size)
+
+    return make
+
+
 PDB_NAN = "".join(
     f"ATOM  {i:5d}  CA  ALA A{i:4d}         nan     nan     nan  1.00  0.00           C\n"
     for i in range(1, 50))
@@ -242,6 +264,13 @@ SPECS = (
     Spec("PDB with NaN coordinates", "nan.pdb", lambda p: p.write_text(PDB_NAN), (INSPECT,)),
     Spec("LEF with zero pitch and negative width", "tech.lef", lambda p: p.write_text(LEF),
          (INSPECT, ("input", "chipstar.export_dataset", "lef"))),
+    Spec("DEF declaring 10^9 components", "claims.def",
+         lambda p: p.write_text(DEF_CLAIMING),
+         (INSPECT, ("input", "chipstar.export_dataset", "def"))),
+    Spec("2 GB DEF", "huge.def", _sparse(DEF_CLAIMING.replace("1000000000", "1"), 2 * 1024**3),
+         (INSPECT, ("input", "chipstar.export_dataset", "def"))),
+    Spec("PSF declaring 10^9 atoms", "claims.psf", lambda p: p.write_text(PSF_CLAIMING),
+         (INSPECT,)),
     Spec("PNG decompression bomb", "frames", _png_folder,
          (("input", "bitdance.train", "images"), ("input", "c2r.train", "footage"))),
     Spec("text that is not UTF-8", "eval.txt", lambda p: p.write_bytes(b"ok \xff\xfe bad\n"),

@@ -290,3 +290,45 @@ def test_md_topology_and_trajectory_are_detected_and_inspected(tmp_path, with_mo
     cut.write_bytes(Path(DCD).read_bytes()[:200])  # the header's start, then nothing
     with pytest.raises(FormatError, match="cut.dcd: MDAnalysis cannot read it"):
         registry.inspect_file(cut)
+
+
+PSF_CLAIMING = ("PSF\n\n       1 !NTITLE\n REMARKS claims a billion atoms\n\n"
+                "1000000000 !NATOM\n       1 A    1    ALA  CA   CT1    0.070000   12.0110  0\n")
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # MDAnalysis'
+def test_md_headers_declaring_too_many_atoms_are_refused_before_mdanalysis_allocates(
+        tmp_path, with_molecule_formats, monkeypatch):
+    import struct
+
+    from MDAnalysisTests.datafiles import DCD, XTC
+
+    psf = tmp_path / "claims.psf"
+    psf.write_text(PSF_CLAIMING)
+    dcd = tmp_path / "claims.dcd"
+    raw = bytearray(Path(DCD).read_bytes())
+    title = struct.unpack("<i", raw[92:96])[0]
+    raw[96 + title + 8:96 + title + 12] = struct.pack("<i", 10**9)  # the natoms record
+    dcd.write_bytes(bytes(raw))
+    xtc = tmp_path / "claims.xtc"
+    raw = bytearray(Path(XTC).read_bytes())
+    raw[4:8] = struct.pack(">i", 10**9)
+    xtc.write_bytes(bytes(raw))
+    for path in (psf, dcd, xtc):
+        with pytest.raises(FormatError, match="element count budget") as refused:
+            registry.inspect_file(path)
+        assert str(refused.value).startswith(str(path))
+        assert "declares 1,000,000,000" in str(refused.value)
+        assert "STUDIO_MAX_ELEMENTS" in str(refused.value)
+    monkeypatch.setenv("STUDIO_MAX_ELEMENTS", "3000")  # the real run has 3341 atoms
+    with pytest.raises(FormatError, match="declares 3,341"):
+        registry.inspect_file(DCD)
+
+
+def test_a_topology_over_the_text_budget_is_refused(tmp_path, with_molecule_formats,
+                                                    monkeypatch):
+    from MDAnalysisTests.datafiles import GRO
+
+    monkeypatch.setenv("STUDIO_MAX_TEXT_BYTES", "1000")
+    with pytest.raises(FormatError, match="text file size budget of 1,000 bytes"):
+        registry.inspect_file(GRO)

@@ -295,3 +295,34 @@ def test_lef_values_that_parse_but_describe_no_layer_are_refused_with_the_line(o
     line = _line_of(broken, new.split("\n")[0])
     with pytest.raises(VlsiError, match=rf"^tech.lef: line {line}: {problem}"):
         parse_lef(broken, "tech.lef")
+
+
+def test_a_def_declaring_more_items_than_the_element_budget_is_refused_with_the_line(
+        monkeypatch):
+    monkeypatch.setenv("STUDIO_MAX_ELEMENTS", "1")
+    with pytest.raises(VlsiError, match="tiny.def: line 7: over the element count budget of "
+                                        "1 elements .COMPONENTS declares 2") as refused:
+        tiny()
+    assert "STUDIO_MAX_ELEMENTS" in str(refused.value)
+    monkeypatch.setenv("STUDIO_MAX_ELEMENTS", "2")
+    assert len(tiny().components) == 2
+
+
+@pytest.mark.parametrize("reader, name", [(read_def, "big.def"), (read_lef, "big.lef")])
+def test_a_text_file_over_the_size_budget_is_refused_before_it_is_read(tmp_path, monkeypatch,
+                                                                      reader, name):
+    path = tmp_path / name
+    path.write_text(DESIGN if name.endswith(".def") else TECH)
+    monkeypatch.setenv("STUDIO_MAX_TEXT_BYTES", str(path.stat().st_size - 1))
+    with pytest.raises(VlsiError, match="text file size budget.*STUDIO_MAX_TEXT_BYTES"):
+        reader(path)
+    monkeypatch.setenv("STUDIO_MAX_TEXT_BYTES", str(path.stat().st_size))
+    assert reader(path) is not None
+
+
+def test_a_text_file_whose_parse_would_not_fit_in_memory_is_refused(tmp_path, monkeypatch):
+    path = tmp_path / "tiny.def"
+    path.write_text(DESIGN)
+    monkeypatch.setattr("engine.io.limits.available_memory_bytes", lambda: len(DESIGN) * 4)
+    with pytest.raises(VlsiError, match="tiny.def: parsing its 0 MB needs about"):
+        read_def(path)
