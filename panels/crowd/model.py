@@ -2,7 +2,9 @@
 and trajectories to overlay.
 
 Clips (coarse render, generated, real footage; any number) are (T, H, W, 3) uint8 arrays read
-through ``engine.io.crowd`` (videos, frame folders, ``.npy`` frame stacks from runs). Playback
+through ``engine.io.crowd`` (videos, frame folders, ``.npy`` frame stacks from runs); a video
+too large to hold decoded is a ``VideoClip``: its metadata read first, frames decoded on demand
+(one decoder kept open for playback, a few frames cached). Playback
 runs on the longest clip; a shorter clip holds its last frame. ``composite`` lays the current
 frames side by side at one height, which is what the view shows and exports; ``wipe`` shows
 two clips in one frame, split at a draggable column. Trajectories (``Tracks``) are drawn over a
@@ -19,20 +21,103 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from engine.atomic import write_bytes_atomic
-from engine.io.crowd import Tracks, encode_mp4, read_clip, read_tracks
+from engine.io import FormatError
+from engine.io.crowd import (
+    Tracks,
+    VideoInfo,
+    encode_mp4,
+    iter_video_frames,
+    read_clip,
+    read_tracks,
+    video_info,
+)
+from engine.io.limits import check_allocation
 from panels.lab.model import Events
 
 TRAIL_SAMPLES = 8
 MAP_SIZE_PX = 256
 MAP_MARGIN_PX = 12
 WIPE_DIVIDER_RGB = (255, 255, 255)
+IN_MEMORY_CLIP_BYTES = 256 * 1024 * 1024  # a video decoding to more is read on demand
+CLIP_CACHE_FRAMES = 8                     # decoded frames a VideoClip keeps
+
+
+class VideoClip:
+    """A video's frames decoded on demand, indexable like a (T, H, W, 3) uint8 array: a long
+    or large clip plays without decoding every frame into memory. The next frame in order
+    comes from a decoder kept open (playback costs one frame's decoding), another one opens a
+    decoder at its time (a seek); the last ``CLIP_CACHE_FRAMES`` frames are kept."""
+
+    ndim = 4
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, path: str | Path, info: VideoInfo) -> None:
+        self.path, self.info = Path(path), info
+        self.shape = (max(info.frames, 1), info.height, info.width, 3)
+        self.decoders_opened = 0
+        self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
+        self._reader: Iterator[np.ndarray] | None = None
+        self._next = 0  # the frame the open decoder yields next
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: int | slice) -> np.ndarray:
+        if isinstance(index, slice):
+            indices = range(*index.indices(len(self)))
+            frame_bytes = int(np.prod(self.shape[1:]))
+            check_allocation(self.path, len(indices) * frame_bytes,
+                             f"decoding {len(indices)} frames")
+            return np.stack([self[i] for i in indices]) if len(indices) else np.empty(
+                (0, *self.shape[1:]), np.uint8)
+        index = int(index) + (len(self) if int(index) < 0 else 0)
+        if not 0 <= index < len(self):
+            raise IndexError(f"{self.path}: frame {index} outside 0..{len(self) - 1}")
+        frame = self._cache.get(index)
+        if frame is None:
+            frame = self._decode(index)
+            self._cache[index] = frame
+            while len(self._cache) > CLIP_CACHE_FRAMES:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(index)
+        return frame
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """Every frame, within the memory budget (metrics over a whole clip ask for this)."""
+        frames = self[:]
+        return frames if dtype is None else frames.astype(dtype)
+
+    def _decode(self, index: int) -> np.ndarray:
+        if self._reader is None or index != self._next:
+            self.close()
+            self._reader, self._next = iter_video_frames(self.path, start=index), index
+            self.decoders_opened += 1
+        try:
+            frame = next(self._reader)
+        except (StopIteration, FormatError):
+            # the container's duration promised more frames than the stream holds
+            self.close()
+            if index == 0:
+                raise FormatError(self.path, "not a readable video (no frame could be "
+                                             "decoded)") from None
+            self.shape = (index, *self.shape[1:])
+            return self[index - 1]
+        self._next += 1
+        return frame
+
+    def close(self) -> None:
+        """Stop the open decoder (its ffmpeg process); a later frame opens another."""
+        if self._reader is not None:
+            self._reader.close()  # type: ignore[attr-defined]
+            self._reader = None
 
 
 @dataclass
@@ -47,7 +132,7 @@ class Marker:
 
 class CrowdModel:
     def __init__(self) -> None:
-        self.clips: dict[str, np.ndarray] = {}
+        self.clips: dict[str, np.ndarray | VideoClip] = {}
         self.clip_sources: dict[str, str] = {}  # clip name -> the file it was read from
         self.fps = 10.0
         self.frame = 0
@@ -73,13 +158,25 @@ class CrowdModel:
                                  f"{tuple(frames.shape)}")
             self.add_clip(name, np.asarray(frames, dtype=np.uint8), path)
             return
+        if not path.is_dir():
+            info = video_info(path)  # metadata and one frame: cheap for any length
+            if info.frames * info.height * info.width * 3 > IN_MEMORY_CLIP_BYTES:
+                if info.fps:
+                    self.fps = info.fps
+                self.add_clip(name, VideoClip(path, info), path)
+                return
         frames, info = read_clip(path)
         if info.fps:
             self.fps = info.fps
         self.add_clip(name, frames, path)
 
-    def add_clip(self, name: str, frames: np.ndarray, source: str | Path | None = None) -> None:
-        self.clips[name] = np.asarray(frames, dtype=np.uint8)
+    def add_clip(self, name: str, frames: np.ndarray | VideoClip,
+                 source: str | Path | None = None) -> None:
+        old = self.clips.get(name)
+        if isinstance(old, VideoClip) and old is not frames:
+            old.close()
+        self.clips[name] = frames if isinstance(frames, VideoClip) else np.asarray(
+            frames, dtype=np.uint8)
         if source is not None:
             self.clip_sources[name] = str(Path(source).resolve())
         else:
@@ -88,7 +185,9 @@ class CrowdModel:
         self.events.emit("clips", names=list(self.clips))
 
     def remove_clip(self, name: str) -> None:
-        self.clips.pop(name, None)
+        clip = self.clips.pop(name, None)
+        if isinstance(clip, VideoClip):
+            clip.close()
         self.clip_sources.pop(name, None)
         self.frame = max(0, min(self.frame, self.frame_count - 1))
         self.events.emit("clips", names=list(self.clips))
