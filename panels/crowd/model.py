@@ -48,13 +48,15 @@ MAP_MARGIN_PX = 12
 WIPE_DIVIDER_RGB = (255, 255, 255)
 IN_MEMORY_CLIP_BYTES = 256 * 1024 * 1024  # a video decoding to more is read on demand
 CLIP_CACHE_FRAMES = 8                     # decoded frames a VideoClip keeps
+SKIP_AHEAD_FRAMES = 48                    # a jump this far forward reads on, not seeks
 
 
 class VideoClip:
     """A video's frames decoded on demand, indexable like a (T, H, W, 3) uint8 array: a long
     or large clip plays without decoding every frame into memory. The next frame in order
-    comes from a decoder kept open (playback costs one frame's decoding), another one opens a
-    decoder at its time (a seek); the last ``CLIP_CACHE_FRAMES`` frames are kept."""
+    comes from a decoder kept open (playback costs one frame's decoding), as does a short jump
+    forward; another frame opens a decoder at its time (a seek); the last
+    ``CLIP_CACHE_FRAMES`` frames are kept."""
 
     ndim = 4
     dtype = np.dtype(np.uint8)
@@ -96,11 +98,15 @@ class VideoClip:
         return frames if dtype is None else frames.astype(dtype)
 
     def _decode(self, index: int) -> np.ndarray:
-        if self._reader is None or index != self._next:
+        ahead = index - self._next
+        if self._reader is None or not 0 <= ahead <= SKIP_AHEAD_FRAMES:
             self.close()
-            self._reader, self._next = iter_video_frames(self.path, start=index), index
+            self._reader, self._next, ahead = iter_video_frames(self.path, start=index), index, 0
             self.decoders_opened += 1
         try:
+            for _ in range(ahead):  # a short jump forward: cheaper than a seek, which
+                next(self._reader)  # decodes from the keyframe before it
+                self._next += 1
             frame = next(self._reader)
         except (StopIteration, FormatError):
             # the container's duration promised more frames than the stream holds

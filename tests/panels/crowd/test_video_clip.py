@@ -33,12 +33,15 @@ def test_a_large_video_plays_from_one_decoder_without_decoding_every_frame(
         assert np.array_equal(model.frame_of("real"), decoded[t])
     assert clip.decoders_opened == 1
     assert len(clip._cache) == crowd_model.CLIP_CACHE_FRAMES
-    model.set_frame(25)  # a seek opens one decoder at that time
+    model.set_frame(25)  # a short jump forward reads on from the open decoder
     assert np.array_equal(model.composite(), decoded[25])
     model.set_frame(26)
-    assert np.array_equal(model.frame_of("real"), decoded[26]) and clip.decoders_opened == 2
-    model.set_frame(20)  # back to a cached-out frame: another seek, still exact
-    assert np.array_equal(model.frame_of("real"), decoded[20])
+    assert np.array_equal(model.frame_of("real"), decoded[26]) and clip.decoders_opened == 1
+    model.set_frame(2)  # back to a cached-out frame: a seek opens a decoder there
+    assert np.array_equal(model.frame_of("real"), decoded[2]) and clip.decoders_opened == 2
+    monkeypatch.setattr(crowd_model, "SKIP_AHEAD_FRAMES", 4)
+    model.set_frame(20)  # a long jump forward seeks too
+    assert np.array_equal(model.frame_of("real"), decoded[20]) and clip.decoders_opened == 3
     np.testing.assert_array_equal(clip[28:30], decoded[28:30])
 
 
