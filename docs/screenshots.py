@@ -23,7 +23,10 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``molecules-grid.png`` the molecule panel on the GNEprop antibiotics, beta-lactams found by
                         SMARTS, sorted by molecular weight;
 - ``crowd-previewer.png`` the crowd previewer after ``c2r.simulate`` on the demo scene;
-- ``sae-features.png``  the SAE browser after a small ``sae_pc1.train`` on MiniLM layer 3.
+- ``sae-features.png``  the SAE browser after a small ``sae_pc1.train`` on MiniLM layer 3;
+- ``edit-history.png``  the molecules tab's edit history dock, its steps grouped by file;
+- ``exports/<panel>.png`` and ``.txt``: one figure export of each panel and what
+                        ``studio-engine inspect`` prints of its provenance.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
 error, and always closes the window and stops the engine. Takes under a minute on two cores.
@@ -258,7 +261,60 @@ async def drive(window, out: Path) -> None:
 
     step("sae_pc1.train on MiniLM layer 3 in the SAE browser")
     await screenshot_sae(window, out)
+
+    step("the molecules tab's edit history, grouped by document")
+    await screenshot_edit_history(window, out)
+
+    step("one export of each panel, its provenance printed by studio-engine inspect")
+    await export_each_panel(window, out)
     step("done")
+
+
+EXPORTED_PANELS = ("routing", "fmri", "molecules", "crowd", "sae", "dialogue")
+EXPORT_DPI = 96  # the README shows them small; exports default to 192 dpi
+
+
+async def screenshot_edit_history(window, out: Path) -> None:
+    """Triage marks on the antibiotics set, one undone: the dock lists them by file."""
+    panel = window.open_panel("molecules")
+    model, history = panel.model, window.history
+    for row, flag in ((0, "accepted"), (1, "rejected"), (2, "flagged")):
+        history.push(model.document, model.flagging(row, flag), model)
+    history.stack.undo()
+    window.history_dock_widget.show()
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "edit-history.png")
+    window.history_dock_widget.hide()
+    window.runs_dock_widget.show()
+
+
+async def export_each_panel(window, out: Path) -> None:
+    """``exports/<panel>.png`` through each panel's own figure export (what Ctrl+E writes),
+    and ``exports/<panel>.txt``: what ``studio-engine inspect`` prints of it."""
+    import inspect as signature_of
+
+    from engine.cli import main as engine_cli
+
+    folder = out / "exports"
+    folder.mkdir(exist_ok=True)
+    for panel_id in EXPORTED_PANELS:
+        panel = window.panel_widgets.get(panel_id)
+        export = getattr(panel, "export_figure", None)
+        if export is None:
+            raise StepFailed(f"the {panel_id} panel has no figure export")
+        target = folder / f"{panel_id}.png"
+        options = {"dpi": EXPORT_DPI} if "dpi" in signature_of.signature(export).parameters \
+            else {}
+        export(target, **options)
+        with open(folder / f"{panel_id}.txt", "w", encoding="utf-8") as printed:
+            from contextlib import redirect_stdout
+
+            with redirect_stdout(printed):
+                print(f"$ studio-engine inspect docs/images/exports/{panel_id}.png")
+                code = engine_cli(["inspect", str(target)])
+        if code != 0:
+            raise StepFailed(f"studio-engine inspect {target} exited {code}")
 
 
 SAE_PARAMS = {"max_tokens": 3000, "max_length": 64, "layers": [3], "d_sae": 256, "k": 8,
