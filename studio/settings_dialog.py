@@ -34,6 +34,9 @@ BUDGET_FIELDS = (
     ("STUDIO_MAX_IMAGE_PIXELS", "Image size", " Mpixels", MB),
     ("STUDIO_MAX_DESCRIPTOR_ATOMS", "Descriptor atoms", " atoms", 1),
     ("STUDIO_MAX_DESCRIPTOR_S", "Descriptor time per file", " s", 1),
+    ("STUDIO_MAX_FRAME_BYTES", "Image frame (float32)", " MB", MB),
+    ("STUDIO_MAX_TEXT_BYTES", "Design or topology text", " MB", MB),
+    ("STUDIO_MAX_ELEMENTS", "Declared records", " elements", 1),
 )
 
 
