@@ -913,6 +913,8 @@ class LayoutCanvas(pg.PlotWidget):
         for name, colour in entries:
             legend.addItem(pg.ScatterPlotItem(symbol="s", size=10, pen=None,
                                               brush=pg.mkBrush(colour)), name)
+        room = max(1.0, self.box.height() - 2 * LEGEND_MARGIN)  # rows that fit, then columns
+        legend.setColumnCount(max(1, math.ceil(legend.height() / room)))
         legend.setPos(self.box.width() - legend.width() - LEGEND_MARGIN, LEGEND_MARGIN)
         try:
             yield entries
