@@ -124,7 +124,20 @@ def test_each_forest_row_is_drawn_in_its_verdict_colour(make_widget, qtbot, row,
     assert all(colour_share(image, combined, c) == 0 for c in (GREEN, AMBER, RED))
 
 
-def test_threshold_line_and_band_are_drawn(make_widget, qtbot):
+@pytest.fixture
+def light_theme(qapp):
+    """The pixel checks below assume the light theme's white cells; an earlier test of the
+    same process may have left the dark one on the application."""
+    from studio.theme import apply_theme
+
+    before = qapp.property("studioTheme")
+    apply_theme(qapp, "light")
+    yield
+    if before:
+        apply_theme(qapp, before)
+
+
+def test_threshold_line_and_band_are_drawn(make_widget, qtbot, light_theme):
     view = make_widget(ClaimView, v2_claim())
     view.resize(1200, 500)
     view.show()
