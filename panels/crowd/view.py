@@ -67,6 +67,7 @@ from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
 from panels.widgets.images import png_bytes
+from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 
 VIEW_HEIGHT_PX = 256
@@ -305,7 +306,13 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         layout.addWidget(self.metrics_label)
         layout.addLayout(self._build_export_bar())
         layout.addLayout(self._build_edit_bar())
-        layout.addWidget(self.status)
+        status_row = QHBoxLayout()
+        status_row.addWidget(self.status, 1)
+        # a run's tracks never replace the open ones unasked (panels.widgets.job_output)
+        self.outputs = RunOutputs(self, self._open_run_tracks, self._open_tracks_name,
+                                  self.status.setText)
+        status_row.addWidget(self.outputs.button)
+        layout.addLayout(status_row)
 
     def _build_compare_bar(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -738,6 +745,15 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.host.push_edit(self.model.document, command, self.model)
         return True
 
+    def _open_tracks_name(self) -> str | None:
+        """The open tracks' file, as the keep-or-open question names it; None: none open."""
+        tracks = self.model.tracks
+        return Path(tracks.path).name if tracks is not None and tracks.path else None
+
+    def _open_run_tracks(self, path: Path) -> bool:
+        self.open_file(path)
+        return self.model.tracks is not None and Path(self.model.tracks.path) == Path(path)
+
     def take_tracks(self, tracks: Tracks) -> None:
         """Show ``tracks`` in place of the open ones. The edits of those (moved people, the
         prompt) leave the window's history, whose undo would otherwise move people of these
@@ -815,7 +831,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             else:
                 self.open_file(folder / outputs[key], name)
         if isinstance(outputs.get("trajectories"), str):
-            self.open_file(folder / outputs["trajectories"])
+            self.outputs.offer(folder / outputs["trajectories"], f"{method} ({job})")
 
     def _take_silhouettes(self, silhouettes: np.ndarray, start: int) -> None:
         """The control silhouettes of a run (spliced in for a regenerated range); a range

@@ -116,3 +116,30 @@ def test_the_panel_does_not_import_torch():
     code = "import sys, panels.crowd.view; assert 'torch' not in sys.modules, 'torch'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60,
                    env={"QT_QPA_PLATFORM": "offscreen", "PATH": ""})
+
+
+def test_a_runs_tracks_never_replace_the_open_ones_unasked(make_widget, fake_host, tmp_path):
+    """c2r.simulate's trajectories replaced the tracks the user was editing."""
+    from panels.crowd.view import CrowdPanel
+
+    panel = make_widget(CrowdPanel, fake_host)
+    mine = tmp_path / "mine.csv"
+    mine.write_text("frame,id,x,y\n0,1,0,0\n1,1,1,0\n")
+    asked = []
+    panel.outputs.ask = lambda output, current, answer: (asked.append(current), answer(False))
+
+    def finish(job: str) -> Path:
+        panel.jobs.follow(job, "c2r.simulate")
+        folder = tmp_path / "runs" / job / "artifacts"
+        folder.mkdir(parents=True)
+        (folder / "tracks.csv").write_text("frame,id,x,y\n0,7,0,0\n1,7,2,0\n")
+        fake_host.emit(job, "job_result", outputs={"trajectories": "artifacts/tracks.csv"})
+        return folder / "tracks.csv"
+
+    first = finish("20260101-000000-00000b")  # nothing open: opens at once
+    assert Path(panel.model.tracks.path) == first
+    panel.open_file(mine)
+    second = finish("20260101-000000-00000c")
+    assert asked == ["mine.csv"] and Path(panel.model.tracks.path) == mine  # kept
+    assert [output.path for output in panel.outputs.waiting] == [second]
+    assert panel.outputs.open_waiting() and Path(panel.model.tracks.path) == second
