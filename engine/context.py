@@ -46,6 +46,7 @@ class JobContext:
         the worker scrubs the events ``emit`` sends."""
         self.job_id = job_id
         self._secrets = list(secrets or [])
+        self._checkpoint_provenance: dict | None = None
         self.output_dir = Path(output_dir)
         self.seed = seed
         self.device = device
@@ -159,7 +160,10 @@ class JobContext:
 
     def checkpoint_provenance(self) -> dict:
         """What a checkpoint's cfg.json says made it: this run (id, method, parameters, seed)
-        and the inputs it was trained on (paths and content hashes)."""
+        and the inputs it was trained on (paths and content hashes). Computed once a run:
+        every checkpoint of it names the same inputs, and hashing them reads them whole."""
+        if self._checkpoint_provenance is not None:
+            return self._checkpoint_provenance
         from engine import provenance
 
         try:
@@ -170,7 +174,9 @@ class JobContext:
         files = [value for value in inputs.values() if isinstance(value, str)
                  and not value.startswith("run:") and Path(value).exists()]
         run = {**provenance.run_entry(self.output_dir), "run_id": self.job_id, "seed": self.seed}
-        return provenance.record(files, runs=[run], inputs=inputs)
+        self._checkpoint_provenance = scrub(provenance.record(files, runs=[run], inputs=inputs),
+                                            self._secrets)
+        return self._checkpoint_provenance
 
     def save_checkpoint(self, name: str, tensors: Any, cfg: dict) -> str:
         """safetensors + cfg.json under ``checkpoints/<name>/``; ``tensors`` is a module or dict.
@@ -183,8 +189,8 @@ class JobContext:
         folder = self.output_dir / relative
         payload = save_tensors(state)
         write_atomic(folder / "model.safetensors", lambda handle: handle.write(payload))
-        write_json_atomic(folder / "cfg.json", to_jsonable(
-            {**cfg, "provenance": self.checkpoint_provenance()}))
+        write_json_atomic(folder / "cfg.json", scrub(to_jsonable(
+            {**cfg, "provenance": self.checkpoint_provenance()}), self._secrets))
         self._emit({"type": "job_artifact", "name": name, "kind": "checkpoint", "path": relative,
                     "meta": {"tensors": len(state)}})
         return relative

@@ -113,7 +113,7 @@ class JobManager:
         params = dict(params or {})
         inputs = dict(inputs or {})
         for key, value in params.items():
-            require_utf8(f"parameter {key}", value)
+            require_utf8(f"parameter {key}", value, show=False)  # it may be a secret
         for name, ref in inputs.items():
             require_utf8(f"input {name}", ref)
         try:
@@ -262,22 +262,24 @@ class JobManager:
                 self._finish(job, {"state": protocol.FAILED, "reason": reason})
 
 
-def require_utf8(where: str, value: object) -> None:
+def require_utf8(where: str, value: object, show: bool = True) -> None:
     """Text that cannot travel as UTF-8 (a path or value with undecodable bytes) is refused
-    here, at submit, instead of failing in the executor's reader later."""
+    here, at submit, instead of failing in the executor's reader later. ``show=False``: the
+    message names where, not the value (a parameter may be a secret)."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise InvalidSubmission(f"{where}: {printable(value)} is not valid UTF-8; rename "
-                                    "the file or give the value as UTF-8 text") from None
+            shown = f"{printable(value)} is" if show else "its value is"
+            raise InvalidSubmission(f"{where}: {shown} not valid UTF-8; rename the file or "
+                                    "give the value as UTF-8 text") from None
     elif isinstance(value, dict):
         for key, item in value.items():
-            require_utf8(where, key)
-            require_utf8(where, item)
+            require_utf8(where, key, show)
+            require_utf8(where, item, show)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            require_utf8(where, item)
+            require_utf8(where, item, show)
 
 
 def printable(text: str) -> str:

@@ -243,7 +243,10 @@ def pdf_info_strings(data: bytes, key: str) -> list[str]:
         start = found.end()
         if found.group(1) == b"<":
             end = data.find(b">", start)
-            raw = bytes.fromhex(data[start:end].decode("ascii", "replace"))
+            try:
+                raw = bytes.fromhex(data[start:end].decode("ascii", "replace"))
+            except ValueError:  # odd-length or unterminated: another program's, not ours
+                continue
             values.append(raw[2:].decode("utf-16-be", "replace") if raw[:2] == b"\xfe\xff"
                           else raw.decode("latin-1"))
         else:

@@ -45,7 +45,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
 PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE)
@@ -55,6 +54,9 @@ AGGREGATES = ("all", "any")
 # The exit status of `studio-engine reproduce` for each paper verdict (smoke runs always 0).
 EXIT_CODES = {PASS: 0, FAIL: 3, INCONCLUSIVE: 4}
 
+# Fewer resampling units (seeds, groups) than this give an unbounded interval, as t_interval
+# does for one seed: two values resampled give only [min, max] of themselves.
+MIN_BOOTSTRAP_UNITS = 3
 _NARROWER = "a narrower interval: more seeds or samples (e.g. the gpu profile)"
 
 
@@ -90,6 +92,8 @@ def t_interval(values: Sequence[float] | np.ndarray, level: float = 0.95) -> Int
     mean = float(x.mean()) if x.size else math.nan
     if x.size < 2:
         return Interval(mean, -math.inf, math.inf, level, f"t-interval over {x.size} seeds")
+    from scipy import stats  # here, not at import: engine.api (every CLI start) imports us
+
     half = stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     return Interval(mean, float(mean - half), float(mean + half), level,
                     f"t-interval over {x.size} seeds")
@@ -117,6 +121,9 @@ def bootstrap(
     arrays = _as_arrays(data)
     n = arrays[0].shape[0]
     estimate = float(_apply(statistic, arrays, None, vectorized))
+    if n < MIN_BOOTSTRAP_UNITS:  # resampling one or two values only restates them
+        return Interval(estimate, -math.inf, math.inf, level,
+                        f"{method} bootstrap of {n} value(s): undecided")
     rng = np.random.default_rng(seed)
     draws = _apply(statistic, arrays, rng.integers(0, n, size=(n_resamples, n)), vectorized)
     alpha = (1 - level) / 2
@@ -162,6 +169,9 @@ def hierarchical_bootstrap(
     arrays = [np.asarray(g) for g in groups]
     if not arrays or any(g.ndim == 0 or g.shape[0] == 0 for g in arrays):
         raise ValueError("hierarchical bootstrap needs at least one group, each with rows")
+    if len(arrays) < MIN_BOOTSTRAP_UNITS:  # one seed's spread is not the seeds' spread
+        return Interval(float(statistic(arrays)), -math.inf, math.inf, level,
+                        f"hierarchical bootstrap of {len(arrays)} group(s): undecided")
     rng = np.random.default_rng(seed)
     draws = np.empty(n_resamples)
     for b in range(n_resamples):
@@ -180,6 +190,8 @@ def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> Interva
     if not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
     alpha = 1 - level
+    from scipy import stats
+
     lo = stats.beta.ppf(alpha / 2, successes, trials - successes + 1) if successes else 0.0
     hi = stats.beta.ppf(1 - alpha / 2, successes + 1, trials - successes)
     hi = hi if successes < trials else 1.0
@@ -206,6 +218,8 @@ def mcnemar(a: Sequence[bool] | np.ndarray, b: Sequence[bool] | np.ndarray,
     estimate = (only_a - only_b) / n if n else math.nan
     interval = Interval(estimate, scale * (2 * share.lo - 1), scale * (2 * share.hi - 1), level,
                         f"exact McNemar ({only_a} vs {only_b} discordant of {n})")
+    from scipy import stats
+
     p_value = stats.binomtest(only_a, discordant, 0.5).pvalue if discordant else 1.0
     return interval, float(p_value)
 
@@ -595,6 +609,8 @@ def _bca_probabilities(statistic: Callable[..., Any], arrays: tuple[np.ndarray, 
                        estimate: float, draws: np.ndarray, alpha: float,
                        vectorized: bool) -> np.ndarray:
     """Efron's bias-corrected and accelerated quantile levels for the bootstrap draws."""
+    from scipy import special
+
     share_below = (np.sum(draws < estimate) + np.sum(draws <= estimate)) / (2 * draws.size)
     bias = special.ndtri(share_below)
     n = arrays[0].shape[0]

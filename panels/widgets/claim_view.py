@@ -283,11 +283,21 @@ class ClaimView(QWidget):
         self.table.setRowCount(0)
 
     def set_claim(self, claim: dict) -> None:
+        """Show ``claim``; one that cannot be read (a damaged or foreign claim file) clears
+        the view and says so, instead of raising into the event loop."""
+        try:
+            self._show_claim(claim)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.clear()
+            self.verdict_label.setText(f"Not a readable claim ({type(exc).__name__}: {exc})")
+
+    def _show_claim(self, claim: dict) -> None:
         self.claim = claim
         criteria = claim.get("criteria", [])
         verdict = claim_verdict(claim)
         self.verdict_label.setText(f"{verdict}  {claim.get('paper', '')}".strip())
-        self.verdict_label.setStyleSheet(f"color: {VERDICT_COLOURS[verdict].name()};")
+        colour = VERDICT_COLOURS.get(verdict, OPEN_COLOUR)
+        self.verdict_label.setStyleSheet(f"color: {colour.name()};")
         self._show(self.marks, self._marks_html(claim))
         self._show(self.statement, claim.get("statement", ""))
         seeds = ", ".join(str(s) for s in claim.get("seeds", [])) or "—"
@@ -375,7 +385,8 @@ class ClaimView(QWidget):
             if column == VERDICT:
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 item.setForeground(QBrush(QColor("white")))
-                item.setBackground(QBrush(VERDICT_COLOURS[criterion_verdict(criterion)]))
+                item.setBackground(QBrush(VERDICT_COLOURS.get(criterion_verdict(criterion),
+                                                               OPEN_COLOUR)))
                 bold = QFont(item.font())
                 bold.setBold(True)
                 item.setFont(bold)

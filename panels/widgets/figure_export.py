@@ -57,8 +57,7 @@ def export_widget(widget: QWidget, choice: ExportChoice, provenance: dict,
         data = render_pdf(widget, choice.dpi, text)
     else:
         raise ValueError(f"{choice.path}: export as .png, .svg or .pdf")
-    record = dict(provenance)
-    record.setdefault("view", {})["dpi"] = choice.dpi
+    record = {**provenance, "view": {**provenance.get("view", {}), "dpi": choice.dpi}}
     try:
         return provenance_records.write(choice.path, data, record)
     except OSError as exc:
@@ -92,8 +91,11 @@ def render_png(widget: QWidget, dpi: int, caption: str = "") -> bytes:
     not a bigger layout), with ``caption`` under it."""
     scale = dpi / SCREEN_DPI
     size = _figure_size(widget, caption)
-    image = QImage(round(size.width() * scale), round(size.height() * scale),
-                   QImage.Format.Format_ARGB32)
+    width, height = round(size.width() * scale), round(size.height() * scale)
+    image = QImage(width, height, QImage.Format.Format_ARGB32)
+    if image.isNull():  # Qt could not allocate it: say how big it would have been
+        raise ValueError(f"a {width}x{height} px figure at {dpi} dpi is more than this "
+                         "machine can draw; choose a lower resolution")
     image.setDevicePixelRatio(scale)
     image.fill(QColor("white"))
     dots_per_metre = round(dpi / 0.0254)

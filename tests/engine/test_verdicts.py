@@ -444,3 +444,17 @@ def test_imports_no_torch():
     """The CLI and the GUI read verdicts; importing them must not pull in torch."""
     code = "import sys, engine.verdicts; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_bootstrap_over_one_or_two_seeds_decides_nothing():
+    """paired_bootstrap([0.9], [0.1]) gave the zero-width [0.8, 0.8]: a one-seed verdict."""
+    from engine import verdicts
+
+    for a, b in (([0.9], [0.1]), ([0.9, 0.7], [0.1, 0.2])):
+        found = verdicts.paired_bootstrap(a, b)
+        assert (found.lo, found.hi) == (-math.inf, math.inf)
+    one = verdicts.hierarchical_bootstrap([np.array([0.9, 1.1, 1.0])],
+                                          lambda groups: float(np.mean(np.concatenate(groups))))
+    assert (one.lo, one.hi) == (-math.inf, math.inf)
+    three = verdicts.paired_bootstrap([0.9, 0.8, 0.95], [0.1, 0.2, 0.15])
+    assert math.isfinite(three.lo) and three.lo > 0

@@ -172,3 +172,10 @@ def test_v1_claims_show_in_the_same_rows(make_widget):
     assert view.verdict() == "FAIL" and view.table.item(0, RULE).text() == "≥ 0.99"
     assert view.table.item(0, FOREST).data(FOREST_ROLE).threshold == 0.99
     assert view.marks.text() == "spec v1"
+
+
+def test_a_claim_that_cannot_be_read_is_said_so(make_widget):
+    view = make_widget(ClaimView, v2_claim())
+    view.set_claim({"paper": "x", "verdict": "ERROR",
+                    "criteria": [{"name": "c", "rule": {"band": None}, "interval": [1]}]})
+    assert view.claim is None and "Not a readable claim" in view.verdict_label.text()
