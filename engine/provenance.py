@@ -59,6 +59,18 @@ def record(sources: Iterable[str | Path] = (), view: dict | None = None,
             "versions": loaded_versions(), "commit": checkout_commit(), **extra}
 
 
+RUN_DEPTH = 4  # how far up from a file its run folder is looked for (<run>/artifacts/x/y)
+
+
+def run_folder(path: str | Path) -> Path | None:
+    """The run folder a file was written in: the nearest of its ``RUN_DEPTH`` parents that
+    holds a ``params.json`` (not an unrelated one far up), else ``None``."""
+    for folder in list(Path(path).resolve().parents)[:RUN_DEPTH]:
+        if (folder / "params.json").is_file():
+            return folder
+    return None
+
+
 def run_entry(run_dir: str | Path) -> dict:
     """A run as provenance names it, from its ``params.json`` (id, method, params, seed)."""
     run_dir = Path(run_dir)

@@ -561,7 +561,7 @@ class MainWindow(QMainWindow):
         (the export dialog), then write the panel's figure (``panel.export_figure``)."""
         from panels.widgets.figure_export import ask_export
 
-        caption = getattr(panel, "information_line", lambda: "")()
+        caption = getattr(panel, "info_line", lambda: "")()
         choice = ask_export(self, f"Export the {title} figure", "figure.png", caption)
         if choice is None:
             return

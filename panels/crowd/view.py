@@ -171,12 +171,6 @@ class PointerLabel(QLabel):
         self.on_release(*self.pixmap_point(event))
 
 
-def run_folder(path: Path) -> Path | None:
-    """The run folder a file lies in (the first parent with a params.json), if any."""
-    return next((folder for folder in path.resolve().parents
-                 if (folder / "params.json").is_file()), None)
-
-
 def with_sidecar(written: Path, record: dict) -> Path:
     """``written`` (a video, a CSV) gets ``<name>.provenance.json`` beside it."""
     provenance.write_sidecar(written, record)
@@ -630,7 +624,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         if self.model.tracks is not None and self.model.tracks.path:
             sources.append(str(self.model.tracks.path))
         runs = [provenance.run_entry(folder) for folder in dict.fromkeys(
-            run_folder(Path(source)) for source in sources) if folder is not None]
+            provenance.run_folder(source) for source in sources) if folder is not None]
         view = {"panel": "crowd", "frame": self.model.frame + 1,
                 "frames": None if frames is None else [frames[0] + 1, frames[1]],
                 "clips": list(self.model.clips), "mode": self.mode_box.currentText(),

@@ -483,7 +483,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     def _data_provenance(self, view: dict) -> dict:
         """A record naming the open transcript file, and the run that wrote it if any."""
         path = Path(self.model.file.path) if self.model.file is not None else None
-        run_dir = _run_folder(path) if path is not None else None
+        run_dir = provenance.run_folder(path) if path is not None else None
         return provenance.record([path] if path is not None else [], view,
                                  [provenance.run_entry(run_dir)] if run_dir else [])
 
@@ -556,15 +556,6 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.jobs.close()
         self._unsubscribe()
         super().closeEvent(event)
-
-
-def _run_folder(path: Path) -> Path | None:
-    """The run folder a file was written in (``<run>/params.json`` within two levels up:
-    ``<run>/transcript.jsonl``, ``<run>/artifacts/…``), else ``None``."""
-    for folder in list(path.resolve().parents)[:3]:
-        if (folder / "params.json").is_file():
-            return folder
-    return None
 
 
 def _cell_text(turn: Turn, column: int) -> str:

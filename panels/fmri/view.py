@@ -1182,8 +1182,7 @@ class FmriPanel(QWidget):
                                  "discarded_chunks": sorted(layer.discarded),
                                  "crop": list(layer.crop), "masks": len(layer.masks)}
             sources.append(layer.path)
-            run_dir = next((folder for folder in layer.path.resolve().parents
-                            if (folder / "params.json").is_file()), None)
+            run_dir = provenance.run_folder(layer.path)
             if run_dir is not None:
                 runs.append(provenance.run_entry(run_dir))
         return provenance.record(dict.fromkeys(sources), view=view, runs=runs)

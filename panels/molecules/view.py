@@ -146,7 +146,6 @@ SELECTION_FILTER = ("SMILES (*.smi);;SDF (*.sdf);;FASTA (*.fasta *.fa);;PDB (*.p
                     "CSV (*.csv)")
 RUN_METHOD = "kcgm.calibrate"
 ROWS_LISTED = 1000  # entry rows an export's provenance lists (the count is always there)
-RUN_DEPTH = 4  # how far up from an opened file a run folder (params.json) is looked for
 SCROLL_QUIET_MS = 300  # background loops resume this long after the grid last scrolled
 IDLE_WAIT_S = 5.0  # and never wait longer than this for it
 NUMBERING_CHUNK = 20  # chains per hmmscan call: closing the panel waits for one chunk at most
@@ -211,14 +210,6 @@ def _format(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
     return str(value)
-
-
-def _run_folder(path: str | os.PathLike) -> Path | None:
-    """The run folder an opened file lies in (the nearest parent with ``params.json``)."""
-    for parent in list(Path(path).resolve().parents)[:RUN_DEPTH]:
-        if (parent / "params.json").is_file():
-            return parent
-    return None
 
 
 class _Rendered(QObject):
@@ -1432,7 +1423,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     @command("Export failed")
     def ask_figure(self, title: str, name: str, write, captioned: bool = False) -> None:
         """The export dialog (file, resolution, caption), then ``write(path, dpi, caption)``."""
-        choice = ask_export(self, title, name, self.figure_caption() if captioned else "")
+        choice = ask_export(self, title, name, self.info_line() if captioned else "")
         if choice is not None:
             written = write(choice.path, choice.dpi, choice.caption)
             self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")
@@ -1464,9 +1455,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                                     reference=str(self.model.reference_path))
         record["sources"] += provenance.record([self.model.reference_path])["sources"]
         return export_widget(self.histogram, ExportChoice(Path(path), dpi, caption), record,
-                             self.figure_caption())
+                             self.info_line())
 
-    def figure_caption(self) -> str:
+    def info_line(self) -> str:
         """The information line under the histogram: its property, the file and how the
         rows were chosen."""
         state = {**self._view_state(), "property": self.histogram_box.currentText()}
@@ -1484,7 +1475,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         the record (which hashes the files) may be made on a worker."""
         path = self.model.path
         sources = [path] if path and Path(path).exists() else []
-        run = _run_folder(path) if sources else None
+        run = provenance.run_folder(path) if sources else None
         entries = self.model.entries
         listed = {"panel": "molecules", "figure": figure, **self._view_state(),
                   "count": len(indices),

@@ -986,7 +986,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             record = self.figure_provenance(legend)
             # its holder is drawn: pyqtgraph's view replaces QWidget.render with the scene's
             return export_widget(self.views, ExportChoice(Path(path), dpi, caption), record,
-                                 self.figure_caption())
+                                 self.info_line())
 
     def figure_provenance(self, legend: list[tuple[str, str]] | None = None) -> dict:
         """What made the picture: the DEF, LEF, compared DEF and guides (path and hash), the
@@ -1004,7 +1004,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         runs = [provenance.run_entry(self.prediction_run)] if self.prediction_run else []
         return provenance.record(self._sources(), view, runs)
 
-    def figure_caption(self) -> str:
+    def info_line(self) -> str:
         """The information line under a figure: the design, the net and its statistics."""
         design, stats = self.model.design, self.model.last_check
         window = self.canvas.window_um()
@@ -1063,7 +1063,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.status.setText("Open a DEF first: there is no layout to export.")
             return
         name = f"{self.model.design.name or 'design'}-routes.png"
-        choice = ask_export(self, "Export the route canvas", name, self.figure_caption())
+        choice = ask_export(self, "Export the route canvas", name, self.info_line())
         if choice is not None:
             written = self.export_figure(choice.path, choice.dpi, choice.caption)
             self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")

@@ -215,6 +215,9 @@ def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_wind
             self.written.append(path)
             return path
 
+        def info_line(self) -> str:
+            return "t = 12 (24.0 s)"
+
     export = next(a for a in main_window.findChildren(QAction) if a.text() == "&Export plot…")
     assert export.shortcut().toString() == "Ctrl+E"
     export.trigger()  # Welcome, no run selected
@@ -241,7 +244,10 @@ def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_wind
     target = str(tmp_path / "slices.png")
     from panels.widgets import figure_export
 
+    captions: list[str] = []  # what the export dialog offers as the caption
     monkeypatch.setattr(figure_export, "ask_export",
-                        lambda *args, **kw: figure_export.ExportChoice(Path(target)))
+                        lambda *args, **kw: captions.append(args[-1])
+                        or figure_export.ExportChoice(Path(target)))
     export.trigger()
     assert figured.written == [target] and len(main_window.errors) == 3
+    assert captions == ["t = 12 (24.0 s)"]  # the panel's information line

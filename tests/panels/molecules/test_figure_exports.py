@@ -97,7 +97,7 @@ def test_the_histogram_caption_is_the_information_line(panel, tmp_path):
     captioned = QImage(str(panel.export_histogram(tmp_path / "caption.png", dpi=96,
                                                   caption=True)))
     assert captioned.height() > plain.height() and captioned.width() == plain.width()
-    assert "set.smi" in panel.figure_caption() and "shown 5 of 5" in panel.figure_caption()
+    assert "set.smi" in panel.info_line() and "shown 5 of 5" in panel.info_line()
 
 
 def test_ctrl_e_writes_the_figure_of_the_tab_in_front(main_window, qtbot, tmp_path,

@@ -89,7 +89,7 @@ def test_svg_and_pdf_carry_the_record_and_the_caption_is_under_the_figure(opened
                                                 caption=True)))
     assert plain.width() == opened.canvas.width()
     assert captioned.height() > plain.height()
-    assert "net _100_" in opened.figure_caption() and "µm" in opened.figure_caption()
+    assert "net _100_" in opened.info_line() and "µm" in opened.info_line()
 
 
 def test_exporting_without_a_design_names_the_file(panel, tmp_path) -> None:
