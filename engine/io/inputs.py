@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.io import FormatError, all_formats, detect, extension_of, inspect_file
 from engine.io.arrays import CHECKPOINT_CONFIGS, npz_members
-from engine.io.limits import IMAGE_PIXELS, JSON_BYTES, read_json
+from engine.io.limits import IMAGE_PIXELS, TEXT_BYTES, read_json
 
 # An input kind named by a method -> the kind its formats declare.
 KIND_ALIASES = {"transcripts": "transcript"}
@@ -84,7 +84,7 @@ def _check_text(path: Path) -> list[str]:
     """UTF-8 text, decoded in chunks (no whole-file copy), and not empty."""
     if path.is_dir():
         raise FormatError(path, "a folder; this input is a UTF-8 text file")
-    JSON_BYTES.check(path, path.stat().st_size, "the file is")
+    TEXT_BYTES.check(path, path.stat().st_size, "the file is")
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset, visible = 0, False
     try:
