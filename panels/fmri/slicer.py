@@ -21,6 +21,7 @@ class Slicer(QObject):
     arrives on the thread that made the Slicer (the main thread)."""
 
     finished = Signal(str, object, object)
+    _computed = Signal(str, object, object)  # worker -> main thread, checked there
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -29,6 +30,7 @@ class Slicer(QObject):
         self._stopped = False
         self.computed = 0      # jobs run (tests compare it with the requests made)
         self.busy = False
+        self._computed.connect(self._deliver)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="fmri slicer")
         self._thread.start()
 
@@ -59,7 +61,12 @@ class Slicer(QObject):
             with self._wake:
                 self.busy = False
             if not self._stopped:
-                self.finished.emit(kind, result, error)
+                self._computed.emit(kind, result, error)
+
+    def _deliver(self, kind: str, result: Any, error: Any) -> None:
+        """On the main thread: a result queued before ``stop`` never reaches a closed view."""
+        if not self._stopped:
+            self.finished.emit(kind, result, error)
 
     def stop(self) -> None:
         with self._wake:
