@@ -58,6 +58,10 @@ class JobContext:
         self._log_lines: list[str] = []
         self._last_log_s = 0.0
         self._metrics_path = self.output_dir / "metrics.jsonl"
+        # Set by an executor that can spread work (Ray): ``fan_out(function, items)`` returns
+        # the results in order and ``where`` names each unit's host; None runs them here.
+        self.fan_out: Callable[[Callable[[dict], dict], list[dict]], list[dict]] | None = None
+        self.unit_hosts: list[str] = []
         (self.output_dir / "artifacts").mkdir(parents=True, exist_ok=True)
 
     # -- cancellation --------------------------------------------------------------------
@@ -108,6 +112,23 @@ class JobContext:
             lines, self._log_lines = self._log_lines, []
             self._last_log_s = now
             self._emit({"type": "job_log", "lines": lines})
+
+    # -- independent units of work ------------------------------------------------------
+    def map(self, function: Callable[[dict], dict], items: list[dict]) -> list[dict]:
+        """``[function(item) for item in items]``, each item an independent unit (one seed of
+        one configuration). ``function`` is a module-level function taking and returning
+        JSON-able dicts and seeding itself from its item, so the results are the same whether
+        the units run here in order or as tasks on a cluster (``--cluster``)."""
+        items = [dict(item) for item in items]
+        if self.fan_out is not None and len(items) > 1:
+            return self.fan_out(function, items)
+        results = []
+        for index, item in enumerate(items):
+            self.check_cancelled()
+            results.append(function(item))
+            self.unit_hosts.append("local")
+            self.progress(index + 1, len(items), units_done=index + 1)
+        return results
 
     # -- artifacts -----------------------------------------------------------------------
     def save_artifact(self, name: str, value: Any, kind: str | None = None, **meta: Any) -> str:

@@ -116,3 +116,25 @@ def test_save_file_announces_bytes_or_a_file_inside_the_run(tmp_path):
         ctx.save_file("escape", tmp_path.parent / "elsewhere.txt")
     with pytest.raises(FileNotFoundError, match="no such file"):
         ctx.save_file("missing", "out/missing.csv")
+
+
+def _square(item: dict) -> dict:
+    return {"seed": item["seed"], "value": item["seed"] ** 2}
+
+
+def test_map_runs_units_in_order_and_a_fan_out_hook_replaces_it(tmp_path) -> None:
+    events: list[dict] = []
+    ctx = JobContext("job", tmp_path, events.append)
+    assert ctx.map(_square, [{"seed": s} for s in (3, 1, 2)]) == [
+        {"seed": 3, "value": 9}, {"seed": 1, "value": 1}, {"seed": 2, "value": 4}]
+    assert ctx.unit_hosts == ["local"] * 3
+    called: list[int] = []
+
+    def remote(function, items):
+        called.append(len(items))
+        return [function(item) for item in reversed(items)][::-1]
+
+    ctx.fan_out = remote
+    assert ctx.map(_square, [{"seed": 5}, {"seed": 6}]) == [{"seed": 5, "value": 25},
+                                                             {"seed": 6, "value": 36}]
+    assert called == [2]
