@@ -87,7 +87,7 @@ async def settle(window) -> None:
 
 
 def _plots(window) -> list:
-    from panels.widgets.plot_view import PlotSpecView
+    from studio.widgets.plot_view import PlotSpecView
 
     return window.findChildren(PlotSpecView)
 

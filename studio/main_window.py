@@ -276,7 +276,7 @@ class MainWindow(QMainWindow):
         from studio.qt_types import resolve_then
 
         def prewarm() -> None:
-            _import_all(["panels.widgets.plot_view", *self.panels.factory_modules()])
+            _import_all(["studio.widgets.plot_view", *self.panels.factory_modules()])
 
         resolve_then(lambda: self.run_in_thread(
             prewarm, on_done=lambda _: self.runs_dock.prepare_plot(),
@@ -559,7 +559,7 @@ class MainWindow(QMainWindow):
     def export_panel_figure(self, panel, title: str) -> None:
         """Ask where, at which resolution and with or without the panel's information line
         (the export dialog), then write the panel's figure (``panel.export_figure``)."""
-        from panels.widgets.figure_export import ask_export
+        from studio.widgets.figure_export import ask_export
 
         caption = getattr(panel, "info_line", lambda: "")()
         choice = ask_export(self, f"Export the {title} figure", "figure.png", caption)
@@ -581,7 +581,7 @@ class MainWindow(QMainWindow):
     def export_plot(self, view, provenance: dict | None = None) -> None:
         """Ask where and at which resolution (the export dialog), then export ``view`` (a
         PlotSpecView) as PNG, SVG or PDF."""
-        from panels.widgets.figure_export import ask_export
+        from studio.widgets.figure_export import ask_export
 
         choice = ask_export(self, "Export plot", "plot.png")
         if choice is not None:
@@ -592,7 +592,7 @@ class MainWindow(QMainWindow):
         """PNG drawn here at ``dpi`` (192 by default), SVG by pyqtgraph, PDF by the engine
         (``figure.export``, matplotlib); the provenance record (``engine.provenance``, with
         the panel's own keys and the run the plot shows) goes into the file either way."""
-        from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, export_widget
+        from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, export_widget
 
         target = Path(path)
         fmt = target.suffix.lstrip(".").lower()

@@ -385,7 +385,7 @@ class RunsDock(QWidget):
 
     def _ensure_plot(self):
         if self.plot is None:
-            from panels.widgets.plot_view import PlotSpecView
+            from studio.widgets.plot_view import PlotSpecView
 
             self.plot = PlotSpecView()
             self.plot_stack.addWidget(self.plot)
@@ -641,7 +641,7 @@ class RerunDialog(QDialog):
     def __init__(self, shell, record: JobRecord, method: dict, parent: QWidget | None = None
                  ) -> None:
         super().__init__(parent)
-        from panels.widgets.schema_form import SchemaForm
+        from studio.widgets.schema_form import SchemaForm
 
         self.shell, self.record = shell, record
         self.setWindowTitle(f"Rerun {record.method}")
@@ -676,7 +676,7 @@ class RerunDialog(QDialog):
                           on_error=self._show_error)
 
     def _show_error(self, message: str) -> None:
-        from panels.widgets.schema import errors_from_message
+        from studio.widgets.schema import errors_from_message
 
         fields, general = errors_from_message(message)
         self.form.set_errors({**fields, **({"": "\n".join(general)} if general else {})})

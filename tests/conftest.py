@@ -206,3 +206,31 @@ def ready_window(main_window, qtbot):
 def host(ready_window):
     """The ``panels.api.PanelHost`` the shell gives panels, over a ready engine."""
     return ready_window.host
+
+
+def close_widget(widget) -> None:
+    """Close and delete now (see "Pitfalls already known" in ARCHITECTURE.md)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QApplication
+
+    widget.close()
+    widget.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    QApplication.processEvents()
+
+
+@pytest.fixture
+def make_widget(qtbot):
+    """``make_widget(cls, *args)``: a widget that is closed and deleted after the test."""
+    made = []
+
+    def make(factory, *args, **kwargs):
+        widget = factory(*args, **kwargs)
+        made.append(widget)
+        return widget
+
+    yield make
+    for widget in reversed(made):
+        with contextlib.suppress(RuntimeError):  # already deleted with its parent
+            close_widget(widget)
+

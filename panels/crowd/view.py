@@ -65,10 +65,10 @@ from panels.crowd.model import (
 )
 from panels.crowd.scene_editor import SceneEditor, scratch_folder
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
-from panels.widgets.images import png_bytes
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
+from studio.widgets.images import png_bytes
 
 VIEW_HEIGHT_PX = 256
 TRACK_FORMATS = ("trajectories",)

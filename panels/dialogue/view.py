@@ -41,12 +41,12 @@ from engine.io.transcripts import Turn
 from panels.dialogue.model import DialogueModel, decode, turn_belief
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import PlotSpecView
-from panels.widgets.schema import errors_from_message
-from panels.widgets.schema_form import SchemaForm
+from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
+from studio.widgets.plot_view import PlotSpecView
+from studio.widgets.schema import errors_from_message
+from studio.widgets.schema_form import SchemaForm
 
 FORM_METHODS = ("scicl.simulate", "scicl.gain_map", "scicl.llm_dialogue",
                 "scicl.reproduce")

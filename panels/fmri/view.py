@@ -67,9 +67,9 @@ from panels.fmri.model import (
     sphere_section,
 )
 from panels.fmri.slicer import Slicer
-from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import PlotSpecView
+from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
+from studio.widgets.plot_view import PlotSpecView
 
 THROTTLE_MS = 15
 SLICE_ROW_MIN_PX = 120  # a row of slices: two fit a 1280x800 window beside the runs dock

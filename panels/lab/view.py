@@ -46,11 +46,11 @@ from PySide6.QtWidgets import (
 from panels.lab import MANIFEST
 from panels.lab.model import PROFILES, REPRODUCE, RUN, Job, LabModel
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
-from panels.widgets.claim_view import ClaimView, format_seconds
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
-from panels.widgets.schema import errors_from_message
-from panels.widgets.schema_form import InputPicker, SchemaForm
+from studio.widgets.claim_view import ClaimView, format_seconds
+from studio.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
+from studio.widgets.schema import errors_from_message
+from studio.widgets.schema_form import InputPicker, SchemaForm
 
 METHOD_ROLE = Qt.ItemDataRole.UserRole       # tree: method id; list: (source, job, artifact)
 VIEW_KEY_ROLE = Qt.ItemDataRole.UserRole + 1  # list: key of the item's viewer

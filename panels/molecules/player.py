@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine.plots import plot, series
 from panels.molecules.trajectory import Trajectory
-from panels.widgets.plot_view import PlotSpecView
+from studio.widgets.plot_view import PlotSpecView
 
 DEFAULT_FPS = 10
 CURRENT = "current frame"

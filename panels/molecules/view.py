@@ -125,18 +125,18 @@ from panels.molecules.trajectory import (
 )
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.figure_export import (
+from panels.widgets.job_output import RunOutputs
+from panels.widgets.jobs import PanelJobs
+from studio.widgets.figure_export import (
     DEFAULT_DPI,
     SCREEN_DPI,
     ExportChoice,
     ask_export,
     export_widget,
 )
-from panels.widgets.images import png_bytes
-from panels.widgets.job_output import RunOutputs
-from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import PlotSpecView
-from panels.widgets.schema_form import SchemaForm
+from studio.widgets.images import png_bytes
+from studio.widgets.plot_view import PlotSpecView
+from studio.widgets.schema_form import SchemaForm
 
 CELL = QSize(150, 120)  # depiction size in the grid
 GRID = QSize(170, 168)  # cell with its two lines of text

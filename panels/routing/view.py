@@ -55,8 +55,8 @@ from panels.routing.model import NetStats, RouteModel, decode
 from panels.routing.worker import Worker
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.jobs import PanelJobs
+from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 
 ROUTE_METHOD = "chipstar.route"
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",

@@ -4,7 +4,7 @@ The feature page on screen scrolls its contexts, has edit boxes and the Steer bo
 needs none of these and all of the contexts. ``FeatureDashboard`` lays out what the page
 shows (title, measures, label and note, every top context as shaded text, the activation
 histogram, decoder neighbours and cross-seed matches) at a fixed page width and its full
-height, so ``panels.widgets.figure_export`` draws all of it, with no scroll bars.
+height, so ``studio.widgets.figure_export`` draws all of it, with no scroll bars.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from panels.sae.model import FeaturePage
-from panels.widgets.plot_view import PlotSpecView
 from panels.widgets.token_text import token_colour
+from studio.widgets.plot_view import PlotSpecView
 
 PAGE_WIDTH_PX = 900
 HISTOGRAM_HEIGHT_PX = 240

@@ -58,13 +58,13 @@ from panels.sae.dashboard import FeatureDashboard
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
-from panels.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
-from panels.widgets.plot_view import PlotSpecView
-from panels.widgets.schema import errors_from_message
-from panels.widgets.schema_form import InputPicker, SchemaForm
 from panels.widgets.token_text import TokenHeatView
+from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
+from studio.widgets.plot_view import PlotSpecView
+from studio.widgets.schema import errors_from_message
+from studio.widgets.schema_form import InputPicker, SchemaForm
 
 TRAIN_METHOD = "sae_pc1.train"
 STEER_METHOD = "sae_pc1.steer"

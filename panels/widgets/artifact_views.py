@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from panels.widgets.plot_view import PlotSpecView
+from studio.widgets.plot_view import PlotSpecView
 
 STATS_SAMPLE = 2_000_000  # statistics of bigger arrays come from a strided sample
 JSON_TREE_MAX_CHILDREN = 1000

@@ -7,7 +7,6 @@ own error format), hands out job ids, and lets a test play the engine's events
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import pytest
 from pydantic import Field
 
 from engine.api import MethodParams, MethodSpec, ReproduceParams, reproduce_spec
+from tests.conftest import close_widget, make_widget  # noqa: F401 (fixtures and helper)
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -207,30 +207,3 @@ def fake_host(tmp_path: Path) -> FakeHost:
 def history_host(tmp_path: Path, qapp) -> HistoryHost:
     """A host with a real undo history and autosave (see ``HistoryHost``)."""
     return HistoryHost(tmp_path / "runs", tmp_path / "workspace")
-
-
-def close_widget(widget) -> None:
-    """Close and delete now (see "Pitfalls already known" in ARCHITECTURE.md)."""
-    from PySide6.QtCore import QCoreApplication, QEvent
-    from PySide6.QtWidgets import QApplication
-
-    widget.close()
-    widget.deleteLater()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
-    QApplication.processEvents()
-
-
-@pytest.fixture
-def make_widget(qtbot):
-    """``make_widget(cls, *args)``: a widget that is closed and deleted after the test."""
-    made = []
-
-    def make(factory, *args, **kwargs):
-        widget = factory(*args, **kwargs)
-        made.append(widget)
-        return widget
-
-    yield make
-    for widget in reversed(made):
-        with contextlib.suppress(RuntimeError):  # already deleted with its parent
-            close_widget(widget)

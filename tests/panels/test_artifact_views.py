@@ -17,8 +17,8 @@ from panels.widgets.artifact_views import (
     view_for_artifact,
     view_for_file,
 )
-from panels.widgets.claim_view import QUOTE, RULE, VERDICT, ClaimView
-from panels.widgets.plot_view import PlotSpecView
+from studio.widgets.claim_view import QUOTE, RULE, VERDICT, ClaimView
+from studio.widgets.plot_view import PlotSpecView
 
 
 def test_describe_array_counts_non_finite():

@@ -95,7 +95,7 @@ def test_manifest_model_and_schema_load_without_qt():
     import subprocess
     import sys
 
-    code = ("import sys, panels.lab, panels.lab.model, panels.widgets.schema; "
+    code = ("import sys, panels.lab, panels.lab.model, studio.widgets.schema; "
             "assert not [m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph'))]")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

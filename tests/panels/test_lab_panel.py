@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QPushButton
 from panels.lab import MANIFEST
 from panels.lab.view import TAB_ARTIFACTS, TAB_CLAIM, LabPanel
 from panels.widgets.artifact_views import ArrayView
-from panels.widgets.plot_view import PlotSpecView, read_png_provenance, read_svg_provenance
-from panels.widgets.schema_form import InputPicker
+from studio.widgets.plot_view import PlotSpecView, read_png_provenance, read_svg_provenance
+from studio.widgets.schema_form import InputPicker
 
 PLOT = {"kind": "plot", "title": "loss", "xlabel": "step", "ylabel": "loss", "logx": False,
         "logy": False, "series": [{"name": "loss", "x": [0, 1, 2], "y": [1.0, 0.5, 0.25],

@@ -139,7 +139,7 @@ def test_rerun_with_edited_parameters_and_compare(ready_window, qtbot):
 
 def test_history_notes_delete_and_export(ready_window, qtbot, tmp_path, studio_settings,
                                          studio_dirs):
-    from panels.widgets.plot_view import read_png_provenance, read_svg_provenance
+    from studio.widgets.plot_view import read_png_provenance, read_svg_provenance
 
     dock = ready_window.runs_dock
     job = submit(ready_window, qtbot, "diag.count", {"steps": 5, "delay_s": 0.0})

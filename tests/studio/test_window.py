@@ -229,7 +229,7 @@ def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_wind
     export.trigger()
     assert main_window.errors[-1] == ("Nothing to export", "The Bare tab has no figure to "
                                                            "export.")
-    from panels.widgets.plot_view import PlotSpecView
+    from studio.widgets.plot_view import PlotSpecView
 
     empty = PlotSpecView()
     plotted = QWidget()
@@ -242,7 +242,7 @@ def test_ctrl_e_exports_the_figure_of_the_tab_in_front_or_says_why_not(main_wind
     main_window.tabs.addTab(figured, "Slices")
     main_window.tabs.setCurrentWidget(figured)
     target = str(tmp_path / "slices.png")
-    from panels.widgets import figure_export
+    from studio.widgets import figure_export
 
     captions: list[str] = []  # what the export dialog offers as the caption
     monkeypatch.setattr(figure_export, "ask_export",

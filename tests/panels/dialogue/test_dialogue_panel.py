@@ -388,7 +388,7 @@ def test_the_export_dialog_passes_its_dpi_and_caption(panel, tmp_path, monkeypat
 
     from engine import provenance
     from panels.dialogue import view
-    from panels.widgets.figure_export import ExportChoice
+    from studio.widgets.figure_export import ExportChoice
 
     panel.open_file(scored_file(tmp_path))
     asked = []

@@ -14,7 +14,7 @@ from PySide6.QtGui import QImage
 from engine import provenance
 from engine.content import content_hash
 from panels.molecules.view import TAB_HISTOGRAMS
-from panels.widgets import figure_export
+from studio.widgets import figure_export
 
 SMILES = ["CCO ethanol", "c1ccccc1O phenol", "CC(=O)Oc1ccccc1C(=O)O aspirin",
           "CCCCCCCCCC decane", "c1ccccc1N aniline"]

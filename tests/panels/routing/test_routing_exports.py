@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QImage
 from engine import provenance
 from engine.content import content_hash
 from panels.routing.view import RoutingPanel
-from panels.widgets import figure_export
+from studio.widgets import figure_export
 
 
 @pytest.fixture

@@ -453,7 +453,7 @@ def test_ctrl_e_and_the_export_dialog_write_the_dashboard(panel, run_dir, tmp_pa
     the Export menu's dialog passes its DPI and caption choice through."""
     from engine import provenance
     from panels.sae import view
-    from panels.widgets.figure_export import ExportChoice
+    from studio.widgets.figure_export import ExportChoice
 
     panel.open_path(run_dir)
     assert panel.current_plot() is None  # the feature table in front: the dashboard

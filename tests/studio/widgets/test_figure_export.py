@@ -9,7 +9,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from engine import provenance
-from panels.widgets.figure_export import ExportChoice, export_widget, render_png
+from studio.widgets.figure_export import ExportChoice, export_widget, render_png
 
 
 @pytest.fixture

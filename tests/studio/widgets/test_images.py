@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel
 
-from panels.widgets.images import save_widget_png
+from studio.widgets.images import save_widget_png
 
 
 def test_a_widget_snapshot_is_a_png_of_its_size(make_widget, tmp_path):

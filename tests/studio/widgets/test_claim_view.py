@@ -10,7 +10,7 @@ from PySide6.QtGui import QColor
 
 from engine import verdicts as v
 from engine.api import Claim, Criterion
-from panels.widgets.claim_view import (
+from studio.widgets.claim_view import (
     FOREST,
     FOREST_ROLE,
     NAME,

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit
 from engine.api import MethodParams
 from engine.jobs import format_validation_error
 from engine.methods.diagnostics import CountParams
-from panels.widgets import schema as sch
-from panels.widgets.schema_form import InputPicker, SchemaForm
+from studio.widgets import schema as sch
+from studio.widgets.schema_form import InputPicker, SchemaForm
 
 
 class Colour(str, Enum):

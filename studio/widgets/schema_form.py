@@ -1,6 +1,6 @@
 """A parameter form built from a method's JSON Schema, and a picker for the method's inputs.
 
-``SchemaForm(schema, values)`` lays out one editor per field (``panels.widgets.schema``
+``SchemaForm(schema, values)`` lays out one editor per field (``studio.widgets.schema``
 decides which): a check box for a bool, a drop-down for an enum, a text box for a number (so
 ``3e-4`` can be typed; the range is its placeholder), a text box with a browse button for a
 path, JSON for anything else. Descriptions are tooltips. ``validate()`` checks bounds before
@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from panels.widgets import schema as sch
+from studio.widgets import schema as sch
 
 ERROR_STYLE = "color: #c0392b;"
 INVALID_STYLE = "border: 1px solid #c0392b; border-radius: 2px;"

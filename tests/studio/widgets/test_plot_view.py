@@ -9,7 +9,7 @@ import pyqtgraph as pg
 import pytest
 
 from engine.plots import heatmap, plot, series
-from panels.widgets.plot_view import (
+from studio.widgets.plot_view import (
     ExportError,
     PlotSpecView,
     read_png_provenance,

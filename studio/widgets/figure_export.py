@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import provenance as provenance_records
-from panels.widgets.images import png_bytes
+from studio.widgets.images import png_bytes
 
 SCREEN_DPI = 96
 DEFAULT_DPI = 2 * SCREEN_DPI
