@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import check_allocation, check_decompressed, loads_json
+from engine.io.limits import DECOMPRESSED, check_allocation, loads_json
 
 NPY_MAGIC = b"\x93NUMPY"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024
@@ -37,15 +37,22 @@ def read_npy(path: str | Path, mmap: bool = True) -> np.ndarray:
 def npz_members(path: str | Path) -> dict[str, dict]:
     """Each array of an .npz from its member's .npy header, nothing decompressed past it:
     ``{name: {shape, dtype, nbytes, stored, compressed}}``. A member whose header claims
-    more bytes than the member holds, or a member over the budgets, is a ``FormatError``."""
+    more bytes than the member holds, or a member that decompresses to more than the
+    decompressed-size budget, is a ``FormatError``.
+
+    Members are judged by the size they decompress to, never by their compression ratio: an
+    all-zero mask or a sparse label volume compresses 1000x and is a normal file, while a
+    bomb is a member whose size is over the budget. The declared size bounds the memory a
+    member can take: ``zipfile`` stops a stream at it (and fails its CRC when more was
+    packed), and the member's ``.npy`` header must account for exactly those bytes."""
     path = Path(path)
     members = {}
     try:
         with zipfile.ZipFile(path) as archive:
             for info in archive.infolist():
                 name = info.filename.removesuffix(".npy")
-                check_decompressed(path, info.file_size, info.compress_size,
-                                   f"member {info.filename!r}")
+                DECOMPRESSED.check(path, info.file_size,
+                                   f"member {info.filename!r} decompresses to")
                 with archive.open(info) as member:
                     shape, fortran, dtype = _npy_header(member)
                     header_end = member.tell()

@@ -61,8 +61,10 @@ class Budget:
 # Defaults: the largest shipped file is far below each, and so is a typical file of the field.
 DECOMPRESSED = Budget("STUDIO_MAX_DECOMPRESSED_BYTES", 1024 * MB, "bytes",
                       "decompressed size")
-# Text and arrays compress 2-20x; a zip or gzip bomb 1000x. Past RATIO_FREE_BYTES, a stream
-# may not decompress to more than this many times its compressed size.
+# Text compresses 2-20x; a gzip bomb of text 1000x. Past RATIO_FREE_BYTES, a gzip stream
+# (text parsed into records, which takes several times its bytes) may not decompress to more
+# than this many times its compressed size. Archive members (.npz) are judged by their size
+# alone: an all-zero mask compresses 1000x and is a normal file.
 RATIO = Budget("STUDIO_MAX_COMPRESSION_RATIO", 200, "x", "compression ratio")
 RATIO_FREE_BYTES = 64 * MB
 JSON_DEPTH = Budget("STUDIO_MAX_JSON_DEPTH", 200, "levels", "JSON nesting")

@@ -38,6 +38,36 @@ def test_npz_member_over_the_budget_is_refused_from_its_declared_size(tmp_path, 
     assert npz_members(bomb)["x"]["shape"] == [1 << 18]  # raised: the same file opens
 
 
+def test_a_highly_compressible_normal_npz_opens_and_a_bomb_is_refused_by_its_size(tmp_path):
+    """Review of issue 22: an all-zero 512^3 mask (128 MB in about 128 KB, a ratio near 1000)
+    was refused by the compression-ratio budget even on inspect; only the size a member
+    decompresses to decides, against the decompressed-size budget (1 GB by default)."""
+    mask = tmp_path / "brain_mask.npz"
+    np.savez_compressed(mask, mask=np.zeros((512, 512, 512), np.uint8))
+    assert mask.stat().st_size < (1 << 20)
+    assert inspect_file(mask)["metadata"]["mask"]["shape"] == [512, 512, 512]
+    assert read_npz(mask)["mask"].shape == (512, 512, 512)
+    bomb = tmp_path / "bomb.npz"  # a member declaring 2 GB: over the budget, refused unread
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
+        _npz_member(archive, "x.npy", (1 << 18,), bytes(8 << 18))
+    _declare_member_size(bomb, 2 << 30)
+    with pytest.raises(FormatError) as caught:
+        inspect_file(bomb)
+    assert str(caught.value).startswith(str(bomb))
+    assert "member 'x.npy' decompresses to 2,048 MB" in str(caught.value)
+    assert "STUDIO_MAX_DECOMPRESSED_BYTES" in str(caught.value)
+
+
+def _declare_member_size(archive_path, size: int) -> None:
+    """Rewrite the single member's declared uncompressed size in both zip headers (local
+    header at offset 22, central directory entry at offset 24)."""
+    data = bytearray(archive_path.read_bytes())
+    data[22:26] = size.to_bytes(4, "little")
+    central = data.rindex(b"PK\x01\x02")
+    data[central + 24:central + 28] = size.to_bytes(4, "little")
+    archive_path.write_bytes(bytes(data))
+
+
 def test_npz_header_that_lies_about_its_shape_is_refused(tmp_path):
     liar = tmp_path / "liar.npz"
     with zipfile.ZipFile(liar, "w") as archive:
