@@ -7,6 +7,7 @@ see asyncio, the socket or the engine process. Beyond the protocol, the host off
   crash) onto a fresh model; ``decode(json) -> EditCommand``. Returns how many.
 - ``edit_group(label)``: a context manager making the edits pushed inside one undo step.
 - ``export_plot(view)``: the shell's export dialog for a ``PlotSpecView`` (PNG, SVG or PDF).
+- ``commands``: the window's ``CommandRegistry``; a panel registers its commands there.
 - ``workspace_path()``: the workspace folder (artifacts of earlier runs live under it).
 - ``panel_for(path)`` / ``open_in_panel(path)``: which panel opens a file (a run's artifact
   the lab cannot show) and opening it there, by File > Open's rule.
@@ -36,6 +37,12 @@ class StudioHost:
     def __init__(self, window, history) -> None:
         self._window = window
         self.history = history
+
+    @property
+    def commands(self):
+        """The window's command registry (``studio.commands``): panels register theirs and
+        bind their state to it."""
+        return self._window.commands
 
     @property
     def _bridge(self):

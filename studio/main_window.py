@@ -44,6 +44,7 @@ from engine.provenance import studio_version
 from engine.workspace import Workspace
 from studio import catalogue
 from studio.bridge import EngineBridge
+from studio.commands import CommandRegistry
 from studio.history_view import EditHistoryView
 from studio.host import StudioHost, error_message
 from studio.jobs import ADDED, REMOVED, STATE
@@ -79,6 +80,9 @@ class MainWindow(QMainWindow):
         self.bridge = EngineBridge(self.workspace.root, device=self.settings.device,
                                    log_dir=self.log_dir, parent=self)
         self.undo_group = QUndoGroup(self)
+        self.commands = CommandRegistry()   # every action, by id (studio.commands)
+        self.commands.on_error = self.show_error
+        self.commands.find_target = self._command_target
         self.histories: dict[str, EditHistory] = {}   # panel id -> its tab's history
         self._window_history = self._new_history()    # tabs without a panel (Welcome)
         self.host = StudioHost(self, self._window_history)
@@ -330,6 +334,20 @@ class MainWindow(QMainWindow):
 
         self.host.submit_job(method, params, inputs, seed, on_accepted=accepted,
                              on_error=on_error)
+
+    # -- commands ------------------------------------------------------------------------------
+    def command(self, command_id: str, /, **args):
+        """Run a registered command as a script does (``studio.command(id, **args)``):
+        returns its result, raises ``CommandRefused`` with the reason."""
+        return self.commands.run(command_id, **args)
+
+    def _command_target(self, scope: str):
+        """A command of a panel that is not open opens it (the panel binds its state as it
+        is built); ``None`` when no panel has that id."""
+        if self.panels.get(scope) is None:
+            return None
+        self.open_panel(scope)
+        return None  # the registry reads the target the panel bound
 
     # -- panels and papers ---------------------------------------------------------------------
     def open_panel(self, panel_id: str) -> QWidget | None:
