@@ -33,7 +33,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.io import Format, FormatError, extension_of
-from engine.io.limits import IMAGE_PIXELS, JSON_DEPTH, check_allocation, json_depth, loads_json
+from engine.io.limits import (
+    JSON_DEPTH,
+    check_allocation,
+    image_size,
+    json_depth,
+    loads_json,
+    use_image_budget,
+)
 
 ETH_FRAME_RATE_HZ = 25.0  # ETH/UCY frame ids count video frames; a sample every 10 = 2.5 Hz
 MOT_FRAME_RATE_HZ = 30.0  # MOTChallenge sequences differ (14-30 Hz); assumed when unknown
@@ -421,17 +428,18 @@ def read_frame_folder(path: str | Path, max_frames: int | None = None
     images = folder_images(path)[:max_frames]
     check_allocation(path, len(images) * info.width * info.height * 3,
                      f"decoding {len(images)} images")
+    use_image_budget()
     frames = []
     for image_path in images:
         try:
             with Image.open(image_path) as image:
+                if image.size != (info.width, info.height):  # before decoding it
+                    raise FormatError(image_path, f"{image.size[0]}x{image.size[1]} differs "
+                                                  f"from the first frame's {info.width}x"
+                                                  f"{info.height}")
                 frame = np.asarray(image.convert("RGB"))
         except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
             raise FormatError(image_path, f"not a readable image ({exc})") from None
-        if frames and frame.shape != frames[0].shape:
-            raise FormatError(image_path, f"{frame.shape[1]}x{frame.shape[0]} differs from the "
-                                          f"first frame's {frames[0].shape[1]}x"
-                                          f"{frames[0].shape[0]}")
         frames.append(frame)
     height, width = frames[0].shape[:2]
     return np.stack(frames), VideoInfo(len(frames), width, height, FOLDER_FRAME_RATE_HZ)
@@ -439,20 +447,11 @@ def read_frame_folder(path: str | Path, max_frames: int | None = None
 
 def frame_folder_info(path: str | Path) -> VideoInfo:
     """A frame folder's count and size from the first image's header (nothing decoded)."""
-    from PIL import Image
-
     path = Path(path)
     images = folder_images(path)
     if not images:
         raise FormatError(path, f"no {'/'.join(IMAGE_EXTENSIONS)} images in the folder")
-    try:
-        with Image.open(images[0]) as image:
-            width, height = image.size
-    except Image.DecompressionBombError:
-        raise IMAGE_PIXELS.refuse(images[0], None, "a decompression bomb") from None
-    except OSError as exc:
-        raise FormatError(images[0], f"not a readable image ({exc})") from None
-    IMAGE_PIXELS.check(images[0], width * height, f"{width}x{height} is")
+    width, height = image_size(images[0])
     return VideoInfo(len(images), width, height, FOLDER_FRAME_RATE_HZ)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from engine.io import FormatError, all_formats, detect, extension_of, inspect_file
 from engine.io.arrays import CHECKPOINT_CONFIGS, npz_members
-from engine.io.limits import IMAGE_PIXELS, TEXT_BYTES, read_json
+from engine.io.limits import TEXT_BYTES, image_size, read_json
 
 # An input kind named by a method -> the kind its formats declare.
 KIND_ALIASES = {"transcripts": "transcript"}
@@ -114,23 +114,13 @@ def _check_checkpoint(path: Path) -> list[str]:
 def _check_image_folder(path: Path) -> list[str]:
     """A folder of images whose headers open and whose sizes are within the pixel budget
     (no image is decoded here: a decompression bomb is refused before it is)."""
-    from PIL import Image
-
     if not path.is_dir():
         raise FormatError(path, "not a folder; this input is a folder of images")
     files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise FormatError(path, f"no images in the folder ({', '.join(IMAGE_SUFFIXES)})")
     for file in files:
-        try:
-            with Image.open(file) as image:
-                width, height = image.size
-        except Image.DecompressionBombError:
-            raise IMAGE_PIXELS.refuse(file, None, "a decompression bomb") from None
-        except Exception as exc:  # Pillow raises many types on a damaged file
-            raise FormatError(file, f"not a readable image ({type(exc).__name__}: "
-                                    f"{exc})") from None
-        IMAGE_PIXELS.check(file, width * height, f"{width}x{height} is")
+        image_size(file)
     return []
 
 

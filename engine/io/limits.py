@@ -123,6 +123,38 @@ def check_text_file(path: str | os.PathLike, expansion: float) -> int:
     return size
 
 
+def image_size(path: str | os.PathLike) -> tuple[int, int]:
+    """(width, height) from an image's header, nothing decoded, refused when over the image
+    size budget. Pillow's own guard (``Image.MAX_IMAGE_PIXELS``, about 179 M pixels) is set
+    to our budget first, so ``STUDIO_MAX_IMAGE_PIXELS`` is the limit that decides."""
+    from PIL import Image
+
+    use_image_budget()
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+    except Image.DecompressionBombError:
+        raise IMAGE_PIXELS.refuse(path, None, "its header declares more pixels") from None
+    except Exception as exc:  # Pillow raises many types on a damaged file
+        raise FormatError(path, f"not a readable image ({type(exc).__name__}: {exc})"
+                          ) from None
+    IMAGE_PIXELS.check(path, width * height, f"{width}x{height} is")
+    return width, height
+
+
+def use_image_budget() -> None:
+    """Make Pillow refuse (and warn) at our image size budget instead of its own default,
+    before an image is opened: called wherever images are opened, since the budget can be
+    raised while the process runs (Settings)."""
+    import warnings
+
+    from PIL import Image
+
+    Image.MAX_IMAGE_PIXELS = int(IMAGE_PIXELS.value)
+    # Pillow warns between its limit and twice it; our budget refuses those sizes itself.
+    warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+
+
 def json_depth(value: Any) -> int:
     """Nesting depth of a parsed JSON value, without recursion (a hostile file cannot
     overflow the stack here)."""

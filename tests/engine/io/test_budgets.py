@@ -123,3 +123,39 @@ def test_json_depth_limit_names_file_and_budget(tmp_path):
     with pytest.raises(FormatError, match="nested too deeply"):
         loads_json("[" * 100_000 + "]" * 100_000, tmp_path / "deeper.json")
     assert loads_json('{"a": [[1]]}', tmp_path / "ok.json") == {"a": [[1]]}
+
+
+def _png_header_only(path, width: int, height: int) -> None:
+    """A PNG whose header declares ``width`` x ``height`` over a few bytes of data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(
+            ">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) +
+                     chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b""))
+
+
+def test_the_image_size_budget_decides_not_pillows_own_limit(tmp_path, monkeypatch):
+    """Review of issue 22: Pillow's MAX_IMAGE_PIXELS (about 179 M pixels) refused images
+    under STUDIO_MAX_IMAGE_PIXELS (256 M by default), so raising the budget did nothing."""
+    from engine.io.crowd import frame_folder_info
+    from engine.io.inputs import validate_input
+
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    _png_header_only(frames / "0001.png", 14_000, 14_000)  # 196 M pixels: within our budget
+    assert (frame_folder_info(frames).width, frame_folder_info(frames).height) == (14_000,
+                                                                                    14_000)
+    assert validate_input("folder", frames) == []
+    _png_header_only(frames / "0001.png", 20_000, 20_000)  # 400 M: over the default budget
+    with pytest.raises(FormatError) as caught:
+        validate_input("folder", frames)
+    assert str(caught.value).startswith(str(frames / "0001.png"))
+    assert "STUDIO_MAX_IMAGE_PIXELS" in str(caught.value)
+    monkeypatch.setenv("STUDIO_MAX_IMAGE_PIXELS", str(500_000_000))  # raised: it opens
+    assert validate_input("folder", frames) == []
+    assert frame_folder_info(frames).width == 20_000
