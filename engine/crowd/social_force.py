@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from engine.crowd.params import SocialForceParams, scene_params  # noqa: F401 (callers use sf.)
 from engine.io.crowd import Scene, Tracks, read_tracks
 
 ARRIVE_M = 0.5  # the goal counts as reached within this distance
@@ -30,30 +31,6 @@ PASS_M = 1.5  # an intermediate waypoint within this one (crowds cannot all touc
 SPAWN_TRIES = 20
 MAX_SUBSTEP_S = 0.1  # explicit Euler stays stable with the default repulsion
 SHARED_RECORDINGS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "crowd"
-
-
-@dataclass(frozen=True)
-class SocialForceParams:
-    desired_speed_mps: float = 1.34  # Helbing's defaults for an uncongested walk
-    desired_speed_std_mps: float = 0.26
-    relaxation_s: float = 0.5
-    agent_strength: float = 5.0  # A, m/s^2 (Moussaïd 2.1, raised: no look-ahead here)
-    agent_range_m: float = 0.3  # B
-    radius_m: float = 0.25
-    obstacle_strength: float = 10.0
-    obstacle_range_m: float = 0.2
-    anisotropy: float = 0.5  # weight of a push from straight behind (1 = isotropic)
-    max_speed_factor: float = 1.3
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def scene_params(scene: Scene) -> SocialForceParams:
-    """The parameters stored in the scene, else the defaults."""
-    if scene.social_force is None:
-        return SocialForceParams()
-    return SocialForceParams(**scene.social_force.model_dump(exclude={"fitted_to"}))
 
 
 @dataclass

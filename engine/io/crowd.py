@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.crowd.params import scene_params
 from engine.io import Format, FormatError, extension_of
 from engine.io.limits import (
     JSON_DEPTH,
@@ -752,8 +753,6 @@ def _sniff_scene(path: Path, head: bytes) -> int:
 
 
 def _inspect_scene(path: Path) -> dict:
-    from engine.crowd.social_force import scene_params  # it imports this module
-
     scene = read_scene(path)
     params = scene_params(scene)
     return {"summary": {"buildings": len(scene.buildings), "obstacles": len(scene.obstacles),

@@ -213,3 +213,22 @@ def test_scene_error_line_points_at_the_object(tmp_path):
     broken.write_text('{\n  "ground": {\n  "camera": [}\n')
     with pytest.raises(FormatError, match="line 3: not JSON"):
         crowd.read_scene(broken)
+
+
+def test_the_crowd_reader_imports_no_simulation(tmp_path):
+    """Review of issue 22 (issue 37): ``engine.io.crowd`` imported the social-force
+    simulation to report a scene's parameters, and the simulation imported the reader back.
+    Reading and inspecting a scene now loads neither the simulation nor SciPy."""
+    import subprocess
+    import sys
+
+    scene = tmp_path / "scene.json"
+    scene.write_text('{"camera": [{"t_s": 0, "position": [0, -10, 5], "look_at": [0, 0, 0]}],'
+                     ' "groups": []}')
+    code = ("import sys; from engine.io import inspect_file; "
+            f"report = inspect_file({str(scene)!r}); "
+            "assert report['summary']['social_force'] == 'model defaults', report; "
+            "print(sorted(m for m in sys.modules if m.startswith(('engine.crowd', 'scipy'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "['engine.crowd', 'engine.crowd.params']", done.stdout
