@@ -9,6 +9,13 @@ job starts and every artifact is downloaded into the local run folder before its
 published (so the GUI can open it at once); the rest (metrics, checkpoints) follows at the end.
 The remote side is never given a workspace path, even when the cluster shares the disk.
 
+Independent units (``JobContext.map``: one seed of one configuration) fan out from the actor as
+Ray tasks, one per unit (``RayFanOut``): the unit's function travels by module and qualified
+name and is imported on the worker, items and results are JSON-able dicts, and each unit seeds
+itself from its item, so the results equal a local run's. Their progress is the job's (units
+done / total), a cancel cancels them, and each unit's node is recorded (``ctx.unit_hosts`` and
+the claim's ``units``).
+
 Cancel: a soft cancel sets the job's flag through the actor; a job still running after the
 grace period, or a hard cancel, kills the actor. A Ray worker that dies fails its own job with
 the reason; the engine and other jobs carry on.
@@ -23,12 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import os
 import shutil
 import socket
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from engine.atomic import write_atomic
 from engine.executors.base import (
@@ -77,8 +87,10 @@ class RemoteJob:
 
         def started(ctx) -> None:
             self.context = ctx
-            if ctx is not None and self.cancel_requested:
-                ctx.request_cancel()
+            if ctx is not None:
+                ctx.fan_out = RayFanOut(ctx, job["method"], threads)
+                if self.cancel_requested:
+                    ctx.request_cancel()
 
         local_inputs = {name: str(self._inside(self.root / "inputs" / name, relative))
                         for name, relative in inputs.items()}
@@ -115,6 +127,108 @@ class RemoteJob:
         if path != base.resolve() and base.resolve() not in path.parents:
             raise ValueError(f"{relative!r} is outside the job folder")
         return path
+
+
+class RayFanOut:
+    """``ctx.fan_out`` inside a job's actor: ``ctx.map``'s units as Ray tasks, one per item,
+    each asking for the method's resources (a unit is one training of the job's kind).
+
+    When the cluster could never hold a unit beside the job's own actor (a one-GPU cluster
+    running a GPU job), waiting would deadlock: the units then run here in order."""
+
+    def __init__(self, ctx, method: str, threads: int) -> None:
+        self.ctx = ctx
+        self.method = method
+        self.threads = threads
+
+    def __call__(self, function: Callable[[dict], dict], items: list[dict]) -> list[dict]:
+        import ray
+
+        from engine.registry import get_method
+
+        module, qualname = unit_name(function)
+        resources = get_method(self.method).resources
+        threads = min(self.threads, max(1, int(resources.cpus)))
+        if not _room_beside_the_job(ray.cluster_resources(), resources):
+            self.ctx.log(f"the cluster has no room for a unit beside this job "
+                         f"({resources}): its {len(items)} units run here in order")
+            return self._run_here(function, items)
+        task = ray.remote(run_unit).options(
+            num_cpus=resources.cpus, num_gpus=resources.gpus,
+            memory=int(resources.memory_gb * 2**30) or None)
+        refs = [task.remote(module, qualname, item, threads) for item in items]
+        pending, done = list(refs), 0
+        try:
+            while pending:
+                self.ctx.check_cancelled()
+                ready, pending = ray.wait(pending, num_returns=len(pending),
+                                          timeout=POLL_INTERVAL_S)
+                for ref in ready:
+                    ray.get(ref)  # a unit that failed fails the job now, with its error
+                    done += 1
+                    self.ctx.progress(done, len(items), units_done=done)
+            outcomes = ray.get(refs)
+        except BaseException:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+        self._record([{"host": o["host"], "task": o["task"]} for o in outcomes])
+        return [o["result"] for o in outcomes]
+
+    def _run_here(self, function: Callable[[dict], dict], items: list[dict]) -> list[dict]:
+        results = []
+        for index, item in enumerate(items):
+            self.ctx.check_cancelled()
+            results.append(function(item))
+            self.ctx.progress(index + 1, len(items), units_done=index + 1)
+        self._record([{"host": socket.gethostname(), "task": None}] * len(items))
+        return results
+
+    def _record(self, units: list[dict]) -> None:
+        """Where each unit ran: ``ctx.unit_hosts``, and the claim's ``units`` through the
+        reproduction's profile record (``engine.api``), which every claim it makes carries."""
+        from engine import api
+
+        self.ctx.unit_hosts.extend(unit["host"] for unit in units)
+        record = api._PROFILE_RECORD.get()  # the one record Claim.to_dict merges in
+        if record is not None:
+            record["units"] = [*record.get("units", []), *units]
+
+
+def unit_name(function: Callable[[dict], dict]) -> tuple[str, str]:
+    """(module, qualified name) by which a worker imports ``function``; refuses a function it
+    could not import (a lambda, a nested function, one defined in ``__main__``)."""
+    module = getattr(function, "__module__", None)
+    qualname = getattr(function, "__qualname__", "")
+    if not module or module == "__main__" or not qualname or "<" in qualname:
+        raise ValueError(f"ctx.map on a cluster needs a module-level function, not "
+                         f"{module}.{qualname or function!r}: workers import it by name")
+    return module, qualname
+
+
+def run_unit(module: str, qualname: str, item: dict, threads: int) -> dict[str, Any]:
+    """One unit as a Ray task: import the function by name, run it within the job's thread
+    budget, and say where it ran."""
+    import ray
+
+    from engine.threads import limit_threads
+
+    function: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        function = getattr(function, part)
+    with limit_threads(threads):
+        result = function(item)
+    return {"result": result, "host": socket.gethostname(),
+            "task": ray.get_runtime_context().get_task_id()}
+
+
+def _room_beside_the_job(cluster: dict[str, float], resources) -> bool:
+    """Whether the cluster's totals hold the job's actor and one unit at the same time."""
+    needs = {"CPU": resources.cpus, "GPU": resources.gpus,
+             "memory": resources.memory_gb * 2**30}
+    return all(cluster.get(name, 0.0) >= 2 * amount for name, amount in needs.items()
+               if amount > 0)
 
 
 class RayExecutor(Executor):
