@@ -264,5 +264,6 @@ def open_decompressed(path: str | os.PathLike) -> io.BufferedIOBase:
         return open(path, "rb")  # noqa: SIM115
     size = os.path.getsize(path)
     if size >= 18:
-        check_decompressed(path, gzip_declared_size(path), size)
+        check_decompressed(path, gzip_declared_size(path), size,
+                           "its gzip trailer says it")  # a truncated file's says anything
     return io.BufferedReader(_CountingReader(gzip.open(path, "rb"), path, size))

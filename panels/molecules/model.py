@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from engine.io import FormatError, extension_of
+from engine.io.limits import open_decompressed
 from engine.io.molecules import (
     DESCRIPTOR_NAMES,
     TABLE_EXTENSIONS,
@@ -621,15 +622,18 @@ def _syntax_problem(smiles: str) -> str:
 def _raw_smiles(path: Path) -> list[tuple[str, str, str, dict]]:
     """(SMILES, name, location, other columns) of every sample of a SMILES list or a table
     with a SMILES column, valid or not (``read_molecules`` keeps only the valid ones)."""
+    too_big = (f"over the {INSPECT_LIMIT_BYTES >> 20} MB that are inspected sample by "
+               "sample; open a smaller part of it")
     try:
-        size = path.stat().st_size
-        if size > INSPECT_LIMIT_BYTES:
-            raise FormatError(path, f"{size} bytes: too big to inspect sample by sample")
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":  # a .csv.gz: at most the same budget, unpacked
-            data = zlib.decompressobj(wbits=31).decompress(data, INSPECT_LIMIT_BYTES)
-    except (OSError, zlib.error) as exc:
+        if path.stat().st_size > INSPECT_LIMIT_BYTES:
+            raise FormatError(path, f"{path.stat().st_size:,} bytes: {too_big}")
+        # a .csv.gz (every gzip member) within the engine's decompression budgets
+        with open_decompressed(path) as stream:
+            data = stream.read(INSPECT_LIMIT_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
         raise FormatError(path, f"cannot read it ({exc})") from None
+    if len(data) > INSPECT_LIMIT_BYTES:  # never a silently partial set
+        raise FormatError(path, f"unpacks to {too_big}")
     text = data.decode("utf-8", "replace")
     samples: list[tuple[str, str, str, dict]] = []
     if extension_of(path) in TABLE_EXTENSIONS:
