@@ -88,6 +88,11 @@ def default_workspace() -> Path:
     return Path(user_data_dir("studio", appauthor=False)) / "workspace"
 
 
+# A temp file written to this recently may be a write in progress (its writer's row may not
+# be in the index yet): start-up cleaning leaves it. Writes touch their file as they go.
+TEMP_FILE_GRACE_S = 600.0
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
 
@@ -210,17 +215,21 @@ class Workspace:
 
     def remove_dead_temp_files(self) -> list[Path]:
         """Temp files (``.<name>.*.tmp``, engine.atomic) that a killed write left in the
-        folders of finished runs, and in the cache when over an hour old; a live run's
-        writes are left alone."""
+        folders of finished runs, and in the cache when over an hour old. A live run's writes
+        are left alone, and so is any temp file written to in the last ``TEMP_FILE_GRACE_S``:
+        ``create_run`` of another process writes ``params.json`` before its run has a row,
+        so a run folder unknown to the index may be one being made right now."""
         with self._connect() as db:
             live = {row["id"] for row in db.execute(
                 "SELECT id FROM runs WHERE state IN ('queued', 'running', 'cancelling')")}
         removed = []
+        settled = time.time() - TEMP_FILE_GRACE_S
         for tmp in (self.root / "runs").glob("*/**/.*.tmp"):
             run_id = tmp.relative_to(self.root / "runs").parts[0]
-            if run_id not in live:
-                tmp.unlink(missing_ok=True)
-                removed.append(tmp)
+            with contextlib.suppress(OSError):  # gone already: its write finished
+                if run_id not in live and tmp.stat().st_mtime < settled:
+                    tmp.unlink()
+                    removed.append(tmp)
         hour_ago = time.time() - 3600
         for tmp in self.cache_root.glob("**/.*.tmp"):
             with contextlib.suppress(OSError):

@@ -4,10 +4,12 @@ with a result.json, temp files of killed writes go, and a `run` whose worker die
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
-from engine.workspace import Workspace
+from engine.workspace import TEMP_FILE_GRACE_S, Workspace
 
 DEAD_PID = 2**22 + 12345  # above Linux's pid_max: never a live process
 
@@ -39,6 +41,8 @@ def test_temp_files_of_killed_writes_are_removed_but_not_a_live_runs(tmp_path):
     stale = ws.run_dir(dead) / "checkpoints" / "sae" / ".model.safetensors.k2j3.tmp"
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"half a checkpoint")
+    long_ago = time.time() - 2 * TEMP_FILE_GRACE_S  # a killed write's file is not touched again
+    os.utime(stale, (long_ago, long_ago))
     writing = ws.run_dir(live) / ".result.json.x1y2.tmp"
     writing.write_bytes(b"{")
     kept = ws.run_dir(dead) / "artifacts" / "curve.json"

@@ -78,3 +78,24 @@ def test_jsonl_reader_skips_a_torn_line(tmp_path):
     with open(path, "a") as handle:
         handle.write('{"step": 2, "lo')
     assert read_jsonl(path) == [{"step": 1}]
+
+
+def test_start_up_cleaning_never_removes_the_temp_file_of_a_run_being_created(
+        tmp_path, monkeypatch):
+    """Review of issue 22: ``create_run`` writes params.json (through a temp file) before its
+    run has a row; another process starting then (a server, ``studio-engine run``) removed
+    that temp file as a dead write's, and the create failed."""
+    import engine.atomic
+
+    ws, starting = Workspace(tmp_path), Workspace(tmp_path)
+    removed, fsync = [], os.fsync
+
+    def another_process_starts_mid_write(fd: int) -> None:
+        fsync(fd)
+        removed.extend(starting.remove_dead_temp_files())
+
+    monkeypatch.setattr(engine.atomic.os, "fsync", another_process_starts_mid_write)
+    run_id = ws.create_run("diag.echo", {"x": 1}, seed=0)
+    monkeypatch.setattr(engine.atomic.os, "fsync", fsync)
+    assert removed == []
+    assert json.loads((ws.run_dir(run_id) / "params.json").read_text())["params"] == {"x": 1}
