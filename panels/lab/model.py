@@ -69,23 +69,24 @@ def is_reproduce(method_id: str) -> bool:
 
 class LabModel:
     """Events: ``methods`` (), ``selected`` (method), ``params`` (method, values),
-    ``job`` (job), ``progress`` (job, step, total, metrics), ``artifact`` (job, artifact),
-    ``result`` (job, outputs), ``log`` (job, lines), ``submit_error`` (message)."""
+    ``profile`` (profile), ``job`` (job), ``progress`` (job, step, total, metrics),
+    ``artifact`` (job, artifact), ``result`` (job, outputs), ``log`` (job, lines),
+    ``submit_error`` (message)."""
 
     def __init__(self) -> None:
         self.methods: dict[str, dict] = {}
         self.selected: str | None = None
         self.params: dict[str, dict] = {}     # remembered per method while the panel lives
         self.seed = 0
-        self.profile = "smoke"  # of "Reproduce claim"
+        self.profile = "cpu"  # of "Reproduce claim" (and of the reproduce method's form)
         self.jobs: dict[str, Job] = {}
         self.current: Job | None = None
         self.pending: tuple[str, str, dict, int] | None = None  # submitted, not yet accepted
         self._wanted_paper: str | None = None
         self._early: dict[str, deque] = {}
         self.seen_artifacts: list[tuple[str, dict]] = []  # (job id, artifact) of any job
-        self.events = Events("methods", "selected", "params", "job", "progress", "artifact",
-                             "result", "log", "submit_error")
+        self.events = Events("methods", "selected", "params", "profile", "job", "progress",
+                             "artifact", "result", "log", "submit_error")
 
     # -- methods and selection -----------------------------------------------------------
 
@@ -133,9 +134,12 @@ class LabModel:
         return self.methods.get(self.selected) if self.selected else None
 
     def reproduce_method(self) -> str | None:
-        """``<paper>.reproduce`` of the selected method's paper, when the engine lists it."""
+        """``<paper>.reproduce`` of the selected method's paper, when the engine lists it
+        (the selected method itself when it is a reproduction)."""
         if self.method is None:
             return None
+        if is_reproduce(self.method["id"]):
+            return self.method["id"]
         candidate = f"{paper_of(self.method)}.{REPRODUCE_VERB}"
         return candidate if candidate in self.methods else None
 
@@ -160,6 +164,32 @@ class LabModel:
         return profile, {k: value for k, value in values.items()
                          if k in settings and settings[k] != value}
 
+    def profile_settings(self, profile: str | None = None) -> dict:
+        """The settings ``profile`` (default: the chosen one) runs the paper's reproduction
+        with, as the engine lists them; ``{}`` when the paper has no reproduce method."""
+        method = self.methods.get(self.reproduce_method() or "") or {}
+        return dict((method.get("profiles") or {}).get(profile or self.profile) or {})
+
+    def set_profile(self, profile: str) -> None:
+        """Choose the reproduction's profile. Choosing a profile chooses its settings: the
+        reproduce method's remembered form starts again from them (no longer exploratory)."""
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r} ({', '.join(PROFILES)})")
+        self.profile = profile
+        reproduce = self.reproduce_method()
+        if reproduce is not None and reproduce in self.params:
+            self.params[reproduce] = {"profile": profile, **self.profile_settings(profile)}
+        self.events.emit("profile", profile=profile)
+
+    def reproduce_overrides(self) -> dict:
+        """The settings of the reproduce method's form that differ from the chosen profile's:
+        what "Reproduce claim" sends besides the profile, and what makes it exploratory."""
+        reproduce = self.reproduce_method()
+        if reproduce is None:
+            return {}
+        values = {**self.params_for(reproduce), "profile": self.profile}
+        return self.exploratory(reproduce, values)[1]
+
     # -- jobs ----------------------------------------------------------------------------
 
     @property
@@ -173,7 +203,7 @@ class LabModel:
             method = self.reproduce_method()
             if method is None:
                 raise KeyError("this paper has no reproduce method")
-            params = {"profile": self.profile}
+            params = {"profile": self.profile, **self.reproduce_overrides()}
         else:
             if self.selected is None:
                 raise KeyError("no method chosen")
@@ -247,7 +277,9 @@ class LabModel:
         but not selected)."""
         self.params.update({k: dict(v) for k, v in (data.get("params") or {}).items()})
         self.seed = int(data.get("seed", self.seed))
-        saved = data.get("profile") or ("smoke" if data.get("smoke", True) else "cpu")
+        saved = data.get("profile")
+        if saved is None and "smoke" in data:  # saved before profiles: the smoke box
+            saved = "smoke" if data["smoke"] else "cpu"
         self.profile = saved if saved in PROFILES else self.profile
         if data.get("selected") in self.methods:
             self.select(data["selected"])

@@ -1,9 +1,12 @@
 """The lab panel: run any method the engine lists, watch it live, inspect what it made.
 
 Left, the methods grouped by paper. Middle, the chosen method's parameter form (from its
-JSON Schema), its inputs, the seed, Run / Cancel and "Reproduce claim". Right, tabs: live
-metric curves (one plot per metric, x = step), the run's artifacts (plots, arrays, tables,
-JSON; files dropped on the lab show here too), the claim (PASS/FAIL) and the log.
+JSON Schema), its inputs, the seed, Run / Cancel, and "Reproduce claim" with its profile
+(smoke, cpu, gpu: the profile's settings shown under it; a setting changed in the reproduce
+method's form makes the run exploratory, said there before the run) and "Open report". Right,
+tabs: live metric curves (one plot per metric, x = step), the run's artifacts (plots, arrays,
+tables, JSON; files dropped on the lab show here too), the claim (PASS, FAIL or INCONCLUSIVE)
+and the log.
 
 State lives in ``LabModel`` (Qt-free); this module only draws it and forwards user actions.
 """
@@ -20,7 +23,6 @@ from typing import Any
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
-    QComboBox,
     QFileDialog,
     QFrame,
     QGridLayout,
@@ -44,10 +46,18 @@ from PySide6.QtWidgets import (
 )
 
 from panels.lab import MANIFEST
-from panels.lab.model import PROFILES, REPRODUCE, RUN, Job, LabModel
+from panels.lab.model import PROFILES, REPRODUCE, RUN, Job, LabModel, paper_of
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
 from panels.widgets.drops import OpensDroppedFiles
-from studio.widgets.claim_view import ClaimView, format_seconds
+from studio.widgets.claim_view import (
+    OPEN_COLOUR,
+    ClaimView,
+    ProfileChoice,
+    exploratory_text,
+    format_seconds,
+    request_report,
+    settings_text,
+)
 from studio.widgets.plot_view import LOCAL_EXPORT_FORMATS, PlotSpecView
 from studio.widgets.schema import errors_from_message
 from studio.widgets.schema_form import InputPicker, SchemaForm
@@ -81,7 +91,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
         for name, handler in (("methods", self._show_methods), ("selected", self._show_method),
                               ("job", self._show_job), ("progress", self._show_progress),
                               ("artifact", self._add_artifact), ("result", self._show_result),
-                              ("log", self._append_log),
+                              ("log", self._append_log), ("profile", self._show_profile),
                               ("submit_error", self._show_submit_error)):
             self.model.events.connect(name, handler)
         self._unsubscribe = _once(host.subscribe(self._on_host_event))
@@ -118,11 +128,6 @@ class LabPanel(OpensDroppedFiles, QWidget):
         for widget in (self.method_title, self.method_description):
             column.addWidget(widget)
         column.addWidget(self.form_area, 1)
-        self.exploratory_label = QLabel()  # a reproduce form off its profile's settings
-        self.exploratory_label.setWordWrap(True)
-        self.exploratory_label.setStyleSheet("color: #d68910;")
-        self.exploratory_label.hide()
-        column.addWidget(self.exploratory_label)
         column.addWidget(self.inputs_box)
         column.addLayout(self._build_run_row())
         self.status = QLabel("Waiting for the engine's methods…")
@@ -134,7 +139,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
         column.addWidget(self.progress)
         column.addWidget(self.status)
         column.addWidget(_rule())
-        column.addLayout(self._build_reproduce_row())
+        column.addLayout(self._build_reproduce_section())
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.method_tree)
@@ -177,24 +182,40 @@ class LabPanel(OpensDroppedFiles, QWidget):
         row.addWidget(self.cancel_button)
         return row
 
-    def _build_reproduce_row(self) -> QHBoxLayout:
+    def _build_reproduce_section(self) -> QVBoxLayout:
+        """Reproduce claim, its profile and that profile's settings, the exploratory note,
+        and Open report."""
+        section = QVBoxLayout()
         row = QHBoxLayout()
         self.reproduce_button = QPushButton("Reproduce claim")
         self.reproduce_button.setToolTip("run <paper>.reproduce with the profile's settings: "
                                          "PASS, FAIL or INCONCLUSIVE")
         self.reproduce_button.clicked.connect(self.reproduce)
-        self.profile_box = QComboBox()
-        self.profile_box.addItems(list(PROFILES))
-        self.profile_box.setToolTip("smoke: tiny sizes, seconds (numbers, no verdict); cpu: "
-                                    "the spec on this machine; gpu: the spec's full sizes")
+        self.profile_box = ProfileChoice()
         self.profile_box.setCurrentText(self.model.profile)
-        self.profile_box.currentTextChanged.connect(
-            lambda text: setattr(self.model, "profile", text))
+        self.profile_box.currentTextChanged.connect(self.model.set_profile)
+        self.report_button = QPushButton("Open report")
+        self.report_button.setToolTip("write the paper's report (its latest reproduction: "
+                                      "criteria, figures, provenance) and open it")
+        self.report_button.clicked.connect(self.open_report)
         row.addWidget(self.reproduce_button)
         row.addWidget(QLabel("profile"))
         row.addWidget(self.profile_box)
         row.addStretch(1)
-        return row
+        row.addWidget(self.report_button)
+        section.addLayout(row)
+        self.settings_label = QLabel()  # the chosen profile's settings
+        self.settings_label.setWordWrap(True)
+        self.settings_label.setStyleSheet("color: #808080;")
+        self.settings_label.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.exploratory_label = QLabel()  # the reproduce form off its profile's settings
+        self.exploratory_label.setWordWrap(True)
+        self.exploratory_label.setStyleSheet(f"color: {OPEN_COLOUR.name()};")
+        for label in (self.settings_label, self.exploratory_label):
+            label.hide()
+            section.addWidget(label)
+        return section
 
     def _build_tabs(self) -> QTabWidget:
         self.tabs = QTabWidget()
@@ -303,8 +324,11 @@ class LabPanel(OpensDroppedFiles, QWidget):
         old = self.form_area.takeWidget()
         if old is not None:
             old.deleteLater()
-        self.form = SchemaForm(method.get("params_schema") or {},
-                               self.model.params_for(method["id"]))
+        schema, values = method.get("params_schema") or {}, self.model.params_for(method["id"])
+        if method["id"] == self.model.reproduce_method():
+            schema = without_smoke_field(schema)  # the profile choice replaces the smoke box
+            values = {"profile": self.model.profile, **self.model.profile_settings()} | values
+        self.form = SchemaForm(schema, values)
         self.form.changed.connect(self._form_changed)
         self.form_area.setWidget(self.form)
         self._form_changed()
@@ -312,16 +336,44 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self._update_buttons()
 
     def _form_changed(self) -> None:
-        """Remember the values; mark a reproduce form that leaves its profile's settings."""
+        """Remember the values. In the reproduce method's form, choosing another profile
+        chooses that profile (and its settings); changing a setting makes the run
+        exploratory, which the note under "Reproduce claim" says."""
         values = self.form.values()
+        profile = values.get("profile")
+        if (self.model.selected == self.model.reproduce_method() and profile in PROFILES
+                and profile != self.model.profile):
+            self.model.set_params(values)
+            self.model.set_profile(profile)  # refills this form through _show_profile
+            return
         self.model.set_params(values)
-        profile, changed = self.model.exploratory(self.model.selected or "", values)
-        self.exploratory_label.setText(
-            f"Exploratory: {', '.join(f'{k} = {v}' for k, v in changed.items())} "
-            f"{'differs' if len(changed) == 1 else 'differ'} from the {profile} profile's "
-            "settings; the claim will be marked exploratory, not the "
-            "paper's verdict." if changed else "")
-        self.exploratory_label.setVisible(bool(changed))
+        self._show_reproduce_notes()
+
+    def _show_profile(self, profile: str) -> None:
+        """The profile changed (here or in the reproduce form): the choice, the reproduce
+        form's values and the notes follow."""
+        if self.profile_box.currentText() != profile:
+            self.profile_box.blockSignals(True)
+            self.profile_box.setCurrentText(profile)
+            self.profile_box.blockSignals(False)
+        reproduce = self.model.reproduce_method()
+        if self.form is not None and self.model.selected == reproduce:
+            self.form.set_values({"profile": profile, **self.model.profile_settings()}
+                                 | self.model.params_for(reproduce))
+        self._show_reproduce_notes()
+
+    def _show_reproduce_notes(self) -> None:
+        """The chosen profile's settings, and what makes the reproduction exploratory."""
+        settings = self.model.profile_settings()
+        self.profile_box.describe(self.model.methods.get(self.model.reproduce_method() or "",
+                                                         {}).get("profiles") or {})
+        self.settings_label.setText(
+            f"{self.model.profile} profile: {settings_text(settings)}" if settings else "")
+        self.settings_label.setVisible(bool(settings))
+        text = exploratory_text(self.model.reproduce_overrides(), settings,
+                                self.model.profile)
+        self.exploratory_label.setText(text)
+        self.exploratory_label.setVisible(bool(text))
 
     def _show_inputs(self, declared: dict[str, str]) -> None:
         if self.inputs is not None:
@@ -366,7 +418,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self._submit(method, params, self.inputs.values() if self.inputs else {}, seed)
 
     def reproduce(self) -> None:
-        """Run ``<paper>.reproduce`` (smoke when the box is ticked); the claim shows after."""
+        """Run ``<paper>.reproduce`` with the chosen profile (and the settings changed in its
+        form: exploratory); the claim shows after."""
         if self.model.busy or self.model.reproduce_method() is None:
             return
         method, params, seed = self.model.submission(REPRODUCE)
@@ -377,6 +430,17 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self._update_buttons()
         self.host.submit_job(method, params, inputs, seed, on_accepted=self.model.accepted,
                              on_error=self.model.rejected, cluster=self.cluster_edit.text())
+
+    def open_report(self) -> None:
+        """The engine writes the paper's report into the workspace; it opens in the browser."""
+        method = self.model.method
+        if method is None:
+            return
+        slug = paper_of(method)
+        self.status.setText(f"Writing the report of {slug}…")
+        request_report(self.host, [slug], on_opened=lambda path: self.status.setText(
+            f"Opened the report {path}"), on_error=lambda message: self.status.setText(
+            f"No report: {message}"))
 
     def cancel(self) -> None:
         """Soft cancel; pressed again while cancelling, it kills the job's worker."""
@@ -516,6 +580,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
                                       and not self.model.current.finished)
         reproducible = self.model.reproduce_method() is not None
         self.reproduce_button.setEnabled(not busy and reproducible)
+        self.profile_box.setEnabled(reproducible)
+        self.report_button.setEnabled(reproducible)
         self.reproduce_button.setToolTip(
             f"run {self.model.reproduce_method()}" if reproducible
             else "this paper has no reproduce method in the engine")
@@ -726,6 +792,14 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self._unsubscribe()
         self._methods_retry.stop()
         super().closeEvent(event)
+
+
+def without_smoke_field(schema: dict) -> dict:
+    """A reproduce method's schema without ``smoke`` (kept by the engine for old callers;
+    the lab picks the smoke profile instead)."""
+    properties = {k: v for k, v in (schema.get("properties") or {}).items() if k != "smoke"}
+    return {**schema, "properties": properties,
+            "required": [k for k in schema.get("required") or [] if k != "smoke"]}
 
 
 def _once(function):

@@ -7,17 +7,27 @@ The header carries the marks a reader must not miss: the spec (v1 criteria are t
 single-number checks), the profile, a smoke run (no verdict required) and an exploratory run
 (settings other than the profile's: never the paper's verdict). Claims written before the
 schema (``measured op target``, no interval) show in the same rows, their target as the line.
+A claim whose units fanned out on a cluster says where they ran.
+
+Also here, for every place that offers a reproduction (the lab, the shell's claim dock): the
+profile choice that shows each profile's settings, the exploratory note, and "Open report".
 """
 
 from __future__ import annotations
 
 import math
+import tempfile
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from PySide6.QtCore import QModelIndex, QPointF, QRectF, Qt
-from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPen, QPolygonF
+from PySide6.QtCore import QModelIndex, QPointF, QRectF, Qt, QUrl
+from PySide6.QtGui import QBrush, QColor, QDesktopServices, QFont, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -43,6 +53,10 @@ QUOTE_COLUMN_PX = 220
 INDENT = "    "
 ROW_MIN_PX = 34
 FOREST_ROLE = Qt.ItemDataRole.UserRole + 1
+PROFILES = ("smoke", "cpu", "gpu")  # engine.api.PROFILES (the GUI does not import pydantic)
+PROFILE_HINTS = {"smoke": "tiny sizes, seconds: the numbers, no verdict",
+                 "cpu": "the spec's sizes for this machine",
+                 "gpu": "the spec's full sizes, on one GPU"}
 
 
 def format_value(value) -> str:
@@ -307,7 +321,8 @@ class ClaimView(QWidget):
         self._show(self.details, f"{held} of {len(criteria)} criteria hold"
                                  + (f", {open_} undecided" if open_ else "")
                                  + f" · seeds {seeds} · wall time "
-                                   f"{format_seconds(claim.get('wall_s'))}")
+                                   f"{format_seconds(claim.get('wall_s'))}"
+                                 + units_text(claim.get("units") or []))
         self._show(self.smoke_note, "Smoke run: tiny sizes for CI. The numbers are computed, "
                                     "but the verdict is not required to hold; run the cpu or "
                                     "gpu profile for the reproduction."
@@ -421,3 +436,84 @@ class ClaimView(QWidget):
     def _show(label: QLabel, text: str) -> None:
         label.setText(text)
         label.setVisible(bool(text))
+
+
+def units_text(units: list[dict]) -> str:
+    """Where a reproduction's units ran (the claim's ``units``): `` · 3 units on node-a
+    (Ray tasks)``; empty when they ran in the local worker."""
+    if not units:
+        return ""
+    hosts = Counter(str(unit.get("host") or "?") for unit in units)
+    where = ", ".join(f"{count} on {host}" for host, count in hosts.items())
+    tasks = " (Ray tasks)" if all(unit.get("task") for unit in units) else ""
+    return f" · {len(units)} units: {where}{tasks}"
+
+
+# -- what every place that offers a reproduction shares --------------------------------------
+
+def settings_text(settings: dict) -> str:
+    """A profile's settings on one line: ``seeds 3, steps 2000``."""
+    return ", ".join(f"{name} {format_value(value)}" for name, value in settings.items())
+
+
+def exploratory_text(overrides: dict, settings: dict, profile: str) -> str:
+    """What the form says before an exploratory run: each changed setting with the
+    profile's value; empty when the form keeps the profile's settings."""
+    if not overrides:
+        return ""
+    changes = ", ".join(f"{name} changed ({format_value(value)}; the {profile} profile has "
+                        f"{format_value(settings.get(name))})"
+                        for name, value in overrides.items())
+    return (f"Exploratory: {changes}. The claim will be marked exploratory, never the "
+            "paper's verdict.")
+
+
+class ProfileChoice(QComboBox):
+    """smoke, cpu or gpu; each item's tooltip lists that profile's settings (``describe``
+    with the ``profiles`` field of the engine's method listing)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.addItems(list(PROFILES))
+        self.setCurrentText("cpu")
+        self.describe({})
+
+    def describe(self, profiles: dict[str, dict]) -> None:
+        for index, profile in enumerate(PROFILES):
+            settings = profiles.get(profile) or {}
+            self.setItemData(index, f"{profile}: {PROFILE_HINTS[profile]}"
+                             + (f"\n{settings_text(settings)}" if settings else ""),
+                             Qt.ItemDataRole.ToolTipRole)
+        self.setToolTip("\n".join(f"{p}: {PROFILE_HINTS[p]}" for p in PROFILES))
+
+
+def report_folder(host: Any, slugs: list[str]) -> Path:
+    """Where a report of ``slugs`` is written: the workspace's ``reports/`` (a temporary
+    folder for a host without a workspace)."""
+    workspace = getattr(host, "workspace_path", None)
+    root = Path(workspace()) if callable(workspace) else Path(tempfile.gettempdir()) / "studio"
+    return root / "reports" / ("-".join(sorted(slugs)) or "all")
+
+
+def open_in_browser(path: str) -> bool:
+    """The desktop's program for HTML opens ``path``; False when there is none."""
+    return QDesktopServices.openUrl(QUrl.fromLocalFile(path))
+
+
+def request_report(host: Any, slugs: list[str], on_opened: Callable[[str], None],
+                   on_error: Callable[[str], None]) -> None:
+    """Ask the engine to write the report of ``slugs`` (request ``report``), then open its
+    ``index.html`` in the desktop's browser. ``on_error`` hears the engine's refusal (no
+    reproduction yet) or that nothing opens HTML here."""
+
+    def opened(reply: dict) -> None:
+        path = str(reply.get("path") or "")
+        if not path:
+            on_error("the engine wrote no report")
+        elif open_in_browser(path):
+            on_opened(path)
+        else:
+            on_error(f"{path}: written, but no program here opens HTML")
+
+    host.request("report", {"slugs": list(slugs), "out": str(report_folder(host, slugs))},
+                 on_reply=opened, on_error=on_error)
