@@ -80,6 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     _common(export)
     export.set_defaults(handler=cmd_export)
 
+    report = sub.add_parser("report", help="HTML, PDF and JSON report of each paper's latest "
+                                           "reproduction")
+    report.add_argument("slugs", nargs="*", metavar="SLUG", help="papers (default: all)")
+    report.add_argument("--out", required=True, help="folder for index.html, report.pdf, "
+                                                     "report.json and the pictures")
+    report.add_argument("--markdown", help="also write the report as Markdown to this file")
+    report.add_argument("--max-figures", type=int, default=None,
+                        help="figures of each run in the report (default 12)")
+    _common(report)
+    report.set_defaults(handler=cmd_report)
+
+    verify = sub.add_parser("verify", help="rerun every run of a report and name each number "
+                                           "that moved")
+    verify.add_argument("folder", help="a report folder (with report.json)")
+    verify.add_argument("--only", action="append", default=[], metavar="SLUG",
+                        help="verify only this paper (repeatable)")
+    _common(verify)
+    verify.set_defaults(handler=cmd_verify)
+
     serve = sub.add_parser("serve", help="serve the GUI over a private local socket")
     _common(serve)
     serve.add_argument("--socket", help="socket path (default: a fresh private directory)")
@@ -199,6 +218,41 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         print(written)
     return EXIT_OK
+
+
+# -- report and verify -------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    from engine.report import MAX_FIGURES, ReportError, build_report
+
+    try:
+        paths = build_report(_workspace(args), args.out, args.slugs, markdown=args.markdown,
+                             max_figures=MAX_FIGURES if args.max_figures is None
+                             else max(args.max_figures, 0))
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _print_json(paths)
+    else:
+        for path in paths.values():
+            print(path)
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from engine.report import ReportError
+    from engine.verify import verify_report
+
+    try:
+        outcome = verify_report(_workspace(args), args.folder, args.only)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        _print_json(outcome)
+    else:
+        for line in outcome["moved"]:
+            print(f"moved: {line}")
+        print(outcome["summary"])
+    return EXIT_OK if outcome["ok"] else EXIT_FAILED
 
 
 # -- run and reproduce ------------------------------------------------------------------------

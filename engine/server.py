@@ -34,6 +34,7 @@ MAX_CLIENT_BACKLOG_BYTES = 64 * 1024 * 1024
 STREAM_BUFFER_BYTES = 64 * 1024
 MAX_HELLO_BYTES = 64 * 1024
 MAX_UNAUTHENTICATED = 16
+REPORT_REQUEST = "report"  # served by the engine itself (engine.report), not a method module
 
 
 class _Client:
@@ -67,6 +68,7 @@ class EngineServer:
         self.jobs = JobManager(workspace, executor, self._broadcast, device=device)
         self._stopped = asyncio.Event()
         self._unauthenticated = 0
+        self._report_lock = asyncio.Lock()
 
     def _broadcast(self, message: dict) -> None:
         for client in list(self.clients):
@@ -222,12 +224,35 @@ class EngineServer:
 
     async def _serve_request(self, reply, content: dict) -> None:
         try:
-            result = await self.executor.request(str(content["name"]), content.get("args", {}))
+            if content["name"] == REPORT_REQUEST:  # the engine's own: no worker, no torch
+                result = await self._build_report(content.get("args") or {})
+            else:
+                result = await self.executor.request(str(content["name"]),
+                                                     content.get("args", {}))
             reply(protocol.REPLY, result)
         except Exception as exc:
             error = getattr(exc, "error", None) or {"type": type(exc).__name__,
                                                      "message": str(exc), "traceback": ""}
             reply(protocol.ERROR, {"error": error})
+
+
+    async def _build_report(self, args: dict) -> dict:
+        """The ``report`` request: ``{slugs, out}`` -> ``{path, pdf, json}`` (engine.report),
+        drawn off the event loop, one report at a time; ``out`` defaults to the workspace's
+        ``report`` folder."""
+        from engine.report import ReportError, build_report
+
+        slugs = args.get("slugs") or []
+        if not isinstance(slugs, list) or not all(isinstance(s, str) for s in slugs):
+            raise ValueError("report: slugs must be a list of paper slugs")
+        out = args.get("out") or str(self.workspace.root / "report")
+        if not isinstance(out, str):
+            raise ValueError("report: out must be a folder path")
+        async with self._report_lock:
+            try:
+                return await asyncio.to_thread(build_report, self.workspace, out, slugs)
+            except ReportError as exc:
+                raise ValueError(str(exc)) from None
 
 
 async def _read_hello(reader: asyncio.StreamReader) -> dict:
