@@ -37,14 +37,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
+from engine import verdicts
 from engine.api import (
     Claim,
-    Criterion,
     MethodParams,
     MethodSpec,
     ReproduceParams,
@@ -350,276 +350,582 @@ def unstable_steps(traj: Trajectory) -> int:
     return int(traj.sharpness_steps[above[-1] + 1])
 
 
-# -- eos.reproduce -----------------------------------------------------------------------------
+# -- eos.reproduce (spec v2) -------------------------------------------------------------------
+#
+# Every run of one task (seeds x geometries x step sizes) advances together as one batched
+# float64 numpy array; a unit of ``ctx.map`` is one task. Checkpoints lie on the log-time grid
+# t = round(10^(k/4)); the first ``DENSE_STEPS`` steps are kept whole for the oscillation
+# amplitude (windows of ``REPRODUCE_WINDOW`` steps) and for the frozen-parallel control.
 
 STEP_SIZES = (0.1, 1.0, 10.0, 100.0)  # x 1/L
-FULL_STEPS = 20_000
-SMOKE_STEPS = 400
-SMOKE_STEP_SIZES = (0.1, 10.0, 100.0)  # the fewest that still test (1), (2) and (4b)
-MAIN_GEOMETRY = "anisotropic"  # criteria (1)-(4a): top curvature orthogonal to the means
+STABLE_MAX = 1.0  # eta <= 1/L: stable runs
+EOS_MIN = 10.0  # eta >= 10/L in the anisotropic geometries: edge-of-stability runs
 GEOMETRIES = {"isotropic": 1.0, "anisotropic": 10.0, "strongly anisotropic": 30.0}
-SMOKE_GEOMETRIES = ("isotropic", "anisotropic")
+ANISOTROPIC = ("anisotropic", "strongly anisotropic")
 TASKS = {"binary logistic": {"loss": "logistic", "classes": 2},
          "3-class cross-entropy": {"loss": "cross_entropy", "classes": 3}}
-
-RunKey = tuple[int, str, str, float]  # (seed, geometry, task, eta x L)
+REPRODUCE_WINDOW = 20  # steps per amplitude window (spec v2)
+DENSE_STEPS = 2000  # amplitude windows and frozen controls cover steps 0-2000
+EQUAL_LOSS = 1e-3  # criterion 4 compares w_perp at the first step with loss <= this
+AMPLIFY_STEP_SIZES = (1.0, 10.0, 100.0)
+RESIDUAL_LARGE, RESIDUAL_SMALL = 100.0, 0.1
+LOSS_RISE_STEPS = 200
+SHARPNESS_AGREEMENT = 1e-6
+KKT_SLACK = 1e-8
 
 
 class ReproduceEosParams(ReproduceParams):
-    """The spec's experiment; only its size (smoke) and the number of data draws can change."""
+    """The spec's experiment (v2); the profiles set its sizes."""
 
-    seeds: int = Field(1, ge=1, le=5, description=(
-        "independent data draws (ctx.seed, ctx.seed + 1, ...); criteria take the worst case"))
+    PROFILE_SETTINGS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"seeds": 1, "horizon": 2000, "tasks": ["binary logistic"],
+                  "geometries": ["anisotropic"], "step_sizes": [0.1, 100.0]},
+        "cpu": {"seeds": 5, "horizon": 1_000_000, "frozen_steps": 2000},
+        "gpu": {"seeds": 20, "horizon": 10_000_000, "frozen_steps": 2000},
+    }
+
+    seeds: int = Field(5, ge=1, le=100, description="data draws (ctx.seed, ctx.seed + 1, ...)")
+    horizon: int = Field(1_000_000, ge=10, le=100_000_000,
+                         description="GD steps T; checkpoints at t = round(10^(k/4)) <= T")
+    frozen_steps: int = Field(DENSE_STEPS, ge=10, le=100_000, description=(
+        "steps of the frozen-parallel control (updates along w_SVM removed)"))
+    tasks: list[Literal["binary logistic", "3-class cross-entropy"]] = Field(
+        default_factory=lambda: list(TASKS), min_length=1)
+    geometries: list[Literal["isotropic", "anisotropic", "strongly anisotropic"]] = Field(
+        default_factory=lambda: list(GEOMETRIES), min_length=1)
+    step_sizes: list[float] = Field(default_factory=lambda: list(STEP_SIZES), min_length=1,
+                                    description="step sizes in units of 1/L")
+
+
+def log_time_checkpoints(horizon: int) -> np.ndarray:
+    """t = round(10^(k/4)) for k = 0, 1, ... up to the horizon, with t = 0 and t = T."""
+    ks = np.arange(int(math.floor(4 * math.log10(horizon) + 1e-9)) + 1)
+    grid = np.unique(np.round(10.0 ** (ks / 4)).astype(np.int64))
+    return np.unique(np.concatenate([[0], grid[grid <= horizon], [horizon]]))
+
+
+class BatchedLinearGD:
+    """Full-batch GD of B independent linear classifiers at once (float64 numpy).
+
+    Weights are (B, p) in a per-task layout: logistic w (B, d); cross-entropy W stored class
+    by class, vec index k * d + j (the transpose of ``linear_classifier``'s row-major (d, K))."""
+
+    def __init__(self, task: str, X: np.ndarray, y: np.ndarray) -> None:
+        self.task, self.classes = task, TASKS[task]["classes"]
+        self.X = np.ascontiguousarray(X)  # (B, n, d)
+        self.XT = np.ascontiguousarray(X.transpose(0, 2, 1))
+        self.B, self.n, self.d = X.shape
+        if self.classes == 2:
+            signs = (2.0 * y - 1.0)[:, :, None]
+            self.Z = np.ascontiguousarray(signs * X)
+            self.ZT = np.ascontiguousarray(self.Z.transpose(0, 2, 1))
+        else:
+            self.onehot = np.zeros((self.B, self.classes, self.n))
+            np.put_along_axis(self.onehot, y[:, None, :].astype(np.int64), 1.0, axis=1)
+
+    @property
+    def n_params(self) -> int:
+        return self.d if self.classes == 2 else self.d * self.classes
+
+    def gradient(self, w: np.ndarray, with_loss: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """(gradient (B, p), loss (B,) or None, a lower bound of the loss (B,)).
+
+        The bound costs almost nothing (-log q >= 1 - q for the probability q of the true
+        class), so the exact loss is needed only where the bound is already small."""
+        from scipy.special import expit
+
+        if self.classes == 2:
+            margins = self.Z @ w[:, :, None]  # (B, n, 1)
+            wrong = expit(-margins)  # 1 - q
+            grad = -(self.ZT @ wrong)[:, :, 0] / self.n
+            bound = wrong.mean(axis=(1, 2))
+            loss = np.logaddexp(0.0, -margins).mean(axis=(1, 2)) if with_loss else None
+            return grad, loss, bound
+        W = w.reshape(self.B, self.classes, self.d)
+        logits = W @ self.XT  # (B, K, n)
+        top = logits.max(axis=1, keepdims=True) if self.classes > 3 else np.maximum(
+            np.maximum(logits[:, :1], logits[:, 1:2]), logits[:, 2:3])
+        logits -= top
+        loss = None
+        if with_loss:
+            true_logit = (logits * self.onehot).sum(axis=1)
+        np.exp(logits, out=logits)
+        total = logits.sum(axis=1, keepdims=True)
+        if with_loss:
+            loss = (np.log(total[:, 0]) - true_logit).mean(axis=1)
+        logits /= total
+        logits -= self.onehot  # p - y: its entries' absolute values sum to 2 (1 - q) per point
+        bound = np.abs(logits).sum(axis=(1, 2)) / (2 * self.n)
+        return (logits @ self.X).reshape(self.B, -1) / self.n, loss, bound
+
+
+def to_batched_layout(task: str, w_lc: np.ndarray) -> np.ndarray:
+    """``linear_classifier``'s weight (d,) or (d, K) as a flat vector in BatchedLinearGD's
+    layout."""
+    return w_lc.reshape(-1) if TASKS[task]["classes"] == 2 else w_lc.T.reshape(-1)
+
+
+def run_batched_gd(gd: BatchedLinearGD, eta: np.ndarray, u: np.ndarray, steps: int,
+                   checkpoints: np.ndarray, dense_steps: int, frozen: bool = False,
+                   loss_level: float = EQUAL_LOSS, loss_steps: int = LOSS_RISE_STEPS,
+                   track: np.ndarray | None = None,
+                   check_cancelled: Callable[[], None] = lambda: None) -> dict[str, np.ndarray]:
+    """GD from w = 0 for ``steps`` steps; ``frozen`` removes each update's component along u.
+
+    Returns the weights at ``checkpoints`` (C, B, p), every step's weights up to
+    ``dense_steps`` (dense + 1, B, p), the loss of the first ``loss_steps`` steps, and per run
+    the first step at which the loss is <= ``loss_level`` with its weights (-1 / NaN if never;
+    followed only for the rows ``track`` marks, all by default: the loss costs a pass).
+    """
+    B, p = gd.B, gd.n_params
+    w = np.zeros((B, p))
+    wanted = set(int(t) for t in checkpoints if t <= steps)
+    saved = {}
+    dense = np.empty((min(dense_steps, steps) + 1, B, p))
+    early_loss = np.empty((min(loss_steps, steps) + 1, B))
+    crossed_at = np.full(B, -1, dtype=np.int64)
+    crossed_w = np.full((B, p), np.nan)
+    pending = np.ones(B, dtype=bool) if track is None else np.asarray(track, dtype=bool).copy()
+    step_size = eta[:, None]
+    for t in range(steps + 1):
+        if t % 1000 == 0:
+            check_cancelled()
+        grad, loss, bound = gd.gradient(w, with_loss=t <= loss_steps)
+        if loss is None and bool(np.any(pending & (bound <= loss_level))):
+            _, loss, _ = gd.gradient(w, with_loss=True)
+        if t in wanted:
+            saved[t] = w.copy()
+        if t < dense.shape[0]:
+            dense[t] = w
+        if loss is not None:
+            if t < early_loss.shape[0]:
+                early_loss[t] = loss
+            newly = (crossed_at < 0) & (loss <= loss_level)
+            crossed_at[newly] = t
+            crossed_w[newly] = w[newly]
+            pending &= ~newly
+        if t == steps:
+            break
+        if frozen:
+            grad = grad - np.sum(grad * u, axis=1, keepdims=True) * u
+        w -= step_size * grad
+    kept = np.array(sorted(saved))
+    return {"checkpoint_steps": kept, "checkpoints": np.stack([saved[t] for t in kept]),
+            "dense": dense, "early_loss": early_loss, "crossed_at": crossed_at,
+            "crossed_w": crossed_w}
+
+
+def window_amplitudes(w_perp: np.ndarray, window: int = REPRODUCE_WINDOW) -> np.ndarray:
+    """A per window of ``window`` steps: the mean of ||w_perp(t+1) - 2 w_perp(t) +
+    w_perp(t-1)|| / 4 over the window's interior steps t. ``w_perp`` is (steps + 1, ..., p);
+    the result is (windows, ...)."""
+    bend = np.linalg.norm(w_perp[2:] - 2 * w_perp[1:-1] + w_perp[:-2], axis=-1) / 4
+    steps = w_perp.shape[0] - 1
+    count = steps // window
+    # interior step t = s + 1 for bend index s; window j covers t in [j w, (j + 1) w)
+    per_step = np.concatenate([np.full((1, *bend.shape[1:]), np.nan), bend])
+    return np.array([np.nanmean(per_step[j * window:(j + 1) * window], axis=0)
+                     for j in range(count)])
+
+
+def damping_decades(amplitudes: np.ndarray) -> np.ndarray:
+    """D = log10(A_max / A_end) along axis 0 (A_end the last window's amplitude)."""
+    return np.log10(np.max(amplitudes, axis=0) / amplitudes[-1])
+
+
+def perp_part(w: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(w_par scalar, w_perp vector) of w (..., B, p) relative to unit u (B, p)."""
+    par = np.sum(w * u, axis=-1)
+    return par, w - par[..., None] * u
+
+
+def log_slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of y on x (NaN with fewer than two finite points)."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 2:
+        return math.nan
+    return float(np.polyfit(x[keep], y[keep], 1)[0])
+
+
+def eos_unit(item: dict) -> dict:
+    """One task: every (seed, geometry, step size) run to the horizon in one batch, then the
+    frozen controls of the EoS runs to ``frozen_steps``; per-run summaries (JSON)."""
+    import torch
+
+    from engine.models import linear_classifier as lc
+
+    task, horizon = item["task"], int(item["horizon"])
+    runs = [(seed, geometry, c) for seed in item["seeds"] for geometry in item["geometries"]
+            for c in item["step_sizes"]]
+    problems: dict[tuple[int, str], dict] = {}
+    for seed, geometry in {(s, g) for s, g, _ in runs}:
+        p = Params(**TASKS[task], anisotropy=GEOMETRIES[geometry], eta_times_inv_L=1.0)
+        cfg = lc.LinearClassifierConfig(loss=p.loss, d=p.d, classes=p.classes)
+        X_np, y_np = make_data(p, seed)
+        X, y = torch.from_numpy(X_np), torch.from_numpy(y_np)
+        w_svm = lc.max_margin(cfg, X, y)
+        w0 = lc.init_weights(cfg)
+        exact = lc.sharpness(cfg, w0, X, y)
+        power = lc.linear_power_sharpness(cfg, w0, X, y)
+        margins = lc.margin_constraints(cfg, X, y) @ w_svm.reshape(-1)
+        u = to_batched_layout(task, w_svm.numpy())
+        problems[seed, geometry] = {
+            "X": X_np, "y": y_np, "L": exact, "u": u / np.linalg.norm(u),
+            "svm_norm": float(np.linalg.norm(u)), "sharpness_gap": abs(exact - power) / exact,
+            "min_margin": float(margins.min())}
+
+    X = np.stack([problems[s, g]["X"] for s, g, _ in runs])
+    y = np.stack([problems[s, g]["y"] for s, g, _ in runs])
+    u = np.stack([problems[s, g]["u"] for s, g, _ in runs])
+    eta = np.array([c / problems[s, g]["L"] for s, g, c in runs])
+    checkpoints = log_time_checkpoints(horizon)
+    gd = BatchedLinearGD(task, X, y)
+    track = np.array([c in AMPLIFY_STEP_SIZES for _, _, c in runs])
+    free = run_batched_gd(gd, eta, u, horizon, checkpoints, DENSE_STEPS, track=track)
+
+    eos_rows = [i for i, (_, g, c) in enumerate(runs) if g in ANISOTROPIC and c >= EOS_MIN]
+    frozen_steps = min(int(item["frozen_steps"]), DENSE_STEPS, horizon)
+    frozen_amplitude = None
+    if eos_rows:
+        frozen_gd = BatchedLinearGD(task, X[eos_rows], y[eos_rows])
+        frozen = run_batched_gd(frozen_gd, eta[eos_rows], u[eos_rows], frozen_steps,
+                                np.array([0]), frozen_steps, frozen=True, loss_steps=0,
+                                track=np.zeros(len(eos_rows), dtype=bool))
+        _, frozen_perp = perp_part(frozen["dense"], u[eos_rows])
+        frozen_amplitude = window_amplitudes(frozen_perp)
+        frozen_par = np.abs(np.sum(frozen["dense"] * u[eos_rows], axis=-1)).max(axis=0)
+
+    par_c, perp_c = perp_part(free["checkpoints"], u)
+    perp_norm_c = np.linalg.norm(perp_c, axis=-1)
+    w_norm_c = np.linalg.norm(free["checkpoints"], axis=-1)
+    safe_norm = np.maximum(w_norm_c, 1e-300)
+    cos_c = par_c / safe_norm
+    # 1 - cos without cancellation: |w_perp|^2 / (|w| (|w| + w_par)) where w_par > 0
+    with np.errstate(invalid="ignore", divide="ignore"):  # t = 0: w = 0, no direction yet
+        gap_c = np.where(par_c > 0, perp_norm_c**2 / (safe_norm * (safe_norm + np.abs(par_c))),
+                         1.0 - cos_c)
+    _, dense_perp = perp_part(free["dense"][: frozen_steps + 1], u)
+    amplitude = window_amplitudes(dense_perp)
+    _, crossed_perp = perp_part(free["crossed_w"], u)
+    rises = np.sum(np.diff(free["early_loss"], axis=0) > 0, axis=0)
+
+    results = []
+    for i, (seed, geometry, c) in enumerate(runs):
+        problem = problems[seed, geometry]
+        row = {
+            "seed": seed, "geometry": geometry, "task": task, "eta_L": c,
+            "L": problem["L"], "eta_times_S0": float(eta[i] * problem["L"]),
+            "sharpness_gap": problem["sharpness_gap"], "min_margin": problem["min_margin"],
+            "svm_norm": problem["svm_norm"],
+            "t": free["checkpoint_steps"].tolist(), "w_par": par_c[:, i].tolist(),
+            "w_perp": perp_norm_c[:, i].tolist(), "cos": cos_c[:, i].tolist(),
+            "one_minus_cos": gap_c[:, i].tolist(),
+            "amplitude": amplitude[:, i].tolist(),
+            "loss_rises": int(rises[i]),
+            "equal_loss_step": int(free["crossed_at"][i]),
+            "w_perp_at_equal_loss": float(np.linalg.norm(crossed_perp[i]))
+            if free["crossed_at"][i] >= 0 else None,
+        }
+        if i in eos_rows:
+            j = eos_rows.index(i)
+            row["frozen_amplitude"] = frozen_amplitude[:, j].tolist()
+            row["frozen_max_abs_w_par"] = float(frozen_par[j])
+        results.append(row)
+    return {"task": task, "runs": results}
+
+
+ConfigKey = tuple[str, str, float]  # (task, geometry, eta x L)
+CaseKey = tuple[str, str]  # (task, geometry)
 
 
 def run_reproduce(ctx: JobContext, params: ReproduceEosParams, inputs: dict) -> dict:
-    """Binary and 3-class runs at eta in {0.1, 1, 10, 100}/L per geometry; criteria (1)-(4)."""
+    """Spec v2: one unit per task, criteria (1)-(4) with t-intervals over data draws."""
     started = time.monotonic()
-    steps = SMOKE_STEPS if params.smoke else FULL_STEPS
-    step_sizes = SMOKE_STEP_SIZES if params.smoke else STEP_SIZES
-    geometries = SMOKE_GEOMETRIES if params.smoke else tuple(GEOMETRIES)
     seeds = [ctx.seed + k for k in range(params.seeds)]
-    keys = [(seed, geometry, task, c) for seed in seeds for geometry in geometries
-            for task in TASKS for c in step_sizes]
-    total = len(keys) * (steps + 1)
+    items = [{"task": task, "seeds": seeds, "geometries": list(params.geometries),
+              "step_sizes": list(params.step_sizes), "horizon": params.horizon,
+              "frozen_steps": params.frozen_steps} for task in params.tasks]
+    ctx.log(f"{len(items)} task(s) x {len(seeds)} seed(s) x {len(params.geometries)} "
+            f"geometries x {len(params.step_sizes)} step sizes, T = {params.horizon}")
+    runs = [row for result in ctx.map(eos_unit, items) for row in result["runs"]]
+    for row in runs:
+        ctx.log(f"seed {row['seed']}, {row['geometry']}, {row['task']}, eta = "
+                f"{row['eta_L']:g}/L: cos(w(T), w_SVM) {row['cos'][-1]:.5f}, ||w_perp(T)|| "
+                f"{row['w_perp'][-1]:.4g}, w_par(T) {row['w_par'][-1]:.4g}")
 
-    runs: dict[RunKey, Trajectory] = {}
-    for index, (seed, geometry, task, c) in enumerate(keys):
-        p = Params(**TASKS[task], anisotropy=GEOMETRIES[geometry], eta_times_inv_L=c,
-                   steps=steps)
-        cfg, X, y, w_svm = setup_problem(p, seed)
-        offset = index * (steps + 1)
-        report = lambda t, metrics, offset=offset: (
-            ctx.progress(offset + t, total, **metrics) if t % 100 == 0 else None)
-        runs[seed, geometry, task, c] = traj = train_gd(
-            cfg, X, y, w_svm, c, steps, p.record_every, ctx.check_cancelled, report,
-            keep_weights=True)
-        ctx.log(f"seed {seed}, {geometry}, {task}, eta = {c:g}/L: final loss "
-                f"{traj.loss[-1]:.3g}, cos(w, w_SVM) {traj.cos_svm[-1]:.4f}")
-
+    summary = summarise_runs(runs, params.horizon)
+    criteria = [criterion_damping(summary["damping_free"], summary["damping_frozen"]),
+                criterion_direction(summary["cos_slope"], summary["final_cos_stable"],
+                                    summary["stalled"]),
+                criterion_residuals(summary["residual_ratio"], summary["persistence"]),
+                criterion_amplification(summary["amplification"])]
+    sanity = sanity_checks(runs)
     outputs = save_reproduce_figures(ctx, runs)
-    main = {key: traj for key, traj in runs.items() if key[1] == MAIN_GEOMETRY}
-    criteria = [*criteria_non_monotone(main), criterion_damping(main), criterion_direction(main),
-                criterion_settles(main, steps), criterion_transient_bias(runs)]
     claim = Claim(
         paper=PAPER,
-        statement=("Full-batch GD on logistic / cross-entropy losses with eta above 2/sharpness: "
-                   "the loss is non-monotone yet converges, w_perp oscillations are damped while "
-                   "||w_par|| grows, the direction tends to max margin, and w_perp settles to a "
-                   "step-size dependent residual (transient implicit bias)."),
+        statement=("Full-batch GD on logistic / cross-entropy losses above 2 / sharpness: "
+                   "orthogonal oscillations are damped by parallel progress, GD converges to "
+                   "the max-margin direction, and large steps can leave persistent orthogonal "
+                   "residuals, amplified in some geometries."),
         criteria=criteria, seeds=seeds, wall_s=time.monotonic() - started, smoke=params.smoke,
-        notes=reproduce_notes(runs, criteria, steps, step_sizes))
-    return {"claim": claim.to_dict(), **outputs}
+        spec="v2", sanity=sanity,
+        notes=reproduce_notes(summary, params))
+    result = {"claim": claim.to_dict(), **outputs}
+    outputs["claim_artifact"] = ctx.save_artifact("claim", result["claim"], kind="claim")
+    broken = [check.name for check in sanity if not check.passed]
+    if broken:
+        raise RuntimeError("sanity check failed (a bug, not a verdict): " + "; ".join(broken))
+    return result
 
 
-def criteria_non_monotone(main: dict[RunKey, Trajectory]) -> list[Criterion]:
-    """(1) for eta >= 10/L: >= 3 loss rises in the first 200 steps; final loss < loss(100)."""
-    big = {key: traj for key, traj in main.items() if key[3] >= 10}
-    rises = {key: loss_rises(traj) for key, traj in big.items()}
-    drop = {key: traj.loss[-1] / traj.loss[min(100, len(traj.loss) - 1)]
-            for key, traj in big.items()}
-    unstable = {key: unstable_steps(traj) for key, traj in big.items()}
+def _per_seed(runs: list[dict], key: Callable[[dict], Any]) -> dict[Any, dict[int, dict]]:
+    grouped: dict[Any, dict[int, dict]] = {}
+    for row in runs:
+        grouped.setdefault(key(row), {})[row["seed"]] = row
+    return grouped
+
+
+def decade_values(t: np.ndarray, values: np.ndarray, horizon: int, decades: int = 3
+                  ) -> np.ndarray:
+    """values at the checkpoints nearest (in log t) to T / 10^j, j = decades .. 0."""
+    targets = horizon / 10.0 ** np.arange(decades, -1, -1)
+    positive = t > 0
+    logs = np.log10(t[positive])
+    picks = [int(np.argmin(np.abs(logs - math.log10(target)))) for target in targets]
+    return values[positive][picks]
+
+
+def summarise_runs(runs: list[dict], horizon: int) -> dict[str, dict]:
+    """The per-seed numbers every criterion is decided from (arrays over seeds, seed order)."""
+    by_config = _per_seed(runs, lambda r: (r["task"], r["geometry"], r["eta_L"]))
+    damping_free, damping_frozen, cos_slope, final_cos_stable = {}, {}, {}, {}
+    stalled_configs: set[ConfigKey] = set()
+    for key, per_seed in by_config.items():
+        rows = [per_seed[s] for s in sorted(per_seed)]
+        if all("frozen_amplitude" in r for r in rows):
+            damping_free[key] = np.array([damping_decades(np.array(r["amplitude"]))
+                                          for r in rows])
+            damping_frozen[key] = np.array([damping_decades(np.array(r["frozen_amplitude"]))
+                                            for r in rows])
+        slopes = []
+        for r in rows:
+            t, one_minus_cos = np.array(r["t"], dtype=float), np.array(r["one_minus_cos"])
+            late = (t >= horizon / 1000) & (t > 0)
+            if stalled(r, late):
+                stalled_configs.add(key)
+                slopes.append(math.nan)
+                continue
+            with np.errstate(divide="ignore"):
+                gap = np.log10(one_minus_cos[late])
+            slopes.append(log_slope(np.log10(t[late]), gap))
+        cos_slope[key] = np.array(slopes)
+        if key[2] <= STABLE_MAX:
+            final_cos_stable[key] = np.array([r["cos"][-1] for r in rows])
+
+    residual_ratio, persistence, amplification = {}, {}, {}
+    for case in {k[:2] for k in by_config}:
+        sizes = {k[2] for k in by_config if k[:2] == case}
+        seeds = sorted(next(iter(by_config[(*case, c)] for c in sizes)))
+        if case[1] in ANISOTROPIC and {RESIDUAL_LARGE, RESIDUAL_SMALL} <= sizes:
+            large, small = by_config[(*case, RESIDUAL_LARGE)], by_config[(*case, RESIDUAL_SMALL)]
+            residual_ratio[case] = np.array([math.log10(large[s]["w_perp"][-1]
+                                                        / small[s]["w_perp"][-1])
+                                             for s in seeds])
+            persistence[case] = np.array([persistence_of(large[s], horizon) for s in seeds])
+        amplify = [c for c in AMPLIFY_STEP_SIZES if c in sizes]
+        if len(amplify) >= 2:
+            amplification[case] = np.array([log_slope(
+                np.log10(amplify),
+                np.log10([_or_nan(by_config[(*case, c)][s]["w_perp_at_equal_loss"])
+                          for c in amplify])) for s in seeds])
+    return {"damping_free": damping_free, "damping_frozen": damping_frozen,
+            "cos_slope": cos_slope, "final_cos_stable": final_cos_stable,
+            "residual_ratio": residual_ratio, "persistence": persistence,
+            "amplification": amplification, "stalled": stalled_configs}
+
+
+def stalled(row: dict, late: np.ndarray) -> bool:
+    """True when w did not move at all over the late checkpoints: every gradient entry
+    underflowed to 0 in float64 (margins beyond ~745 after a huge first step), so the run has
+    no measurable direction dynamics left; exact arithmetic would still move it, by e^-margin."""
+    par, perp = np.array(row["w_par"])[late], np.array(row["w_perp"])[late]
+    return bool(par.size >= 2 and np.ptp(par) == 0 and np.ptp(perp) == 0)
+
+
+def persistence_of(row: dict, horizon: int) -> float:
+    """The largest per-decade change of ||w_perp|| over the last three decades, over w_par(T)."""
+    t = np.array(row["t"], dtype=float)
+    perp = decade_values(t, np.array(row["w_perp"]), horizon)
+    return float(np.max(np.abs(np.diff(perp))) / abs(row["w_par"][-1]))
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _config(key: ConfigKey) -> str:
+    task, geometry, c = key
+    return f"{task}, {geometry}, eta = {c:g}/L"
+
+
+def combine_parts(name: str, quote: str, parts: list[verdicts.Criterion], aggregate: str,
+                  rule: verdicts.Rule) -> verdicts.Criterion:
+    """``verdicts.combine``; with no parts (the profile ran none of the configurations the
+    criterion needs, e.g. smoke) an undecided leaf that says so."""
+    if parts:
+        return verdicts.combine(name, quote, parts, aggregate)
+    return verdicts.Criterion(name, quote, math.nan, (-math.inf, math.inf), rule=rule,
+                              method="not measured", verdict=verdicts.INCONCLUSIVE,
+                              decides_with="the configurations this criterion needs (run the "
+                                           "cpu or gpu profile)")
+
+
+def criterion_damping(free: dict[ConfigKey, np.ndarray], frozen: dict[ConfigKey, np.ndarray]
+                      ) -> verdicts.Criterion:
+    """(1) per EoS configuration: D(free) - D(frozen) above 1 decade (all configurations)."""
+    parts = [verdicts.criterion(
+        f"(1) {_config(key)}: D(free) - D(frozen)",
+        "damped by parallel progress",
+        verdicts.t_interval(free[key] - frozen[key]), verdicts.Rule.above(1.0))
+        for key in sorted(free)]
+    return combine_parts(
+        "(1) extra damping from parallel progress, log10(A_max / A_end) free minus frozen",
+        "orthogonal oscillations are damped by parallel progress along directions of "
+        "decreasing sharpness", parts, "all", verdicts.Rule.above(1.0))
+
+
+def criterion_direction(cos_slope: dict[ConfigKey, np.ndarray],
+                        final_cos_stable: dict[ConfigKey, np.ndarray],
+                        stalled_configs: set[ConfigKey] = frozenset()) -> verdicts.Criterion:
+    """(2a) slope of log10(1 - cos) on log10 t over [T/1000, T] below 0 for every run;
+    (2b) stable runs' cos(w(T), w_SVM) above 0.99. A configuration whose runs stalled
+    (float64 gradient underflow, ``stalled``) is undecided, never a FAIL."""
+    slopes = verdicts.combine(
+        "(2a) 1 - cos(w, w_SVM) falls on log time (slope over [T/1000, T] < 0)",
+        "GD converges asymptotically to the max-margin direction",
+        [verdicts.gate(verdicts.criterion(
+            f"(2a) {_config(key)}: slope of log10(1 - cos) on log10 t",
+            "converges asymptotically", verdicts.t_interval(values), verdicts.Rule.below(0.0)),
+            key not in stalled_configs,
+            "arithmetic beyond float64: the gradient underflowed to exactly 0 after the first "
+            "steps, so w stopped moving (loss 0 in float64)")
+         for key, values in sorted(cos_slope.items())], "all")
+    parts = [slopes]
+    if final_cos_stable:
+        parts.append(verdicts.combine(
+            "(2b) stable runs (eta <= 1/L): cos(w(T), w_SVM) above 0.99",
+            "converges asymptotically to the max-margin direction",
+            [verdicts.criterion(f"(2b) {_config(key)}: cos(w(T), w_SVM)", "max-margin direction",
+                                verdicts.t_interval(values), verdicts.Rule.above(0.99))
+             for key, values in sorted(final_cos_stable.items())], "all"))
+    return verdicts.combine("(2) convergence to the max-margin direction",
+                            "GD converges asymptotically to the max-margin direction", parts,
+                            "all")
+
+
+def criterion_residuals(ratio: dict[CaseKey, np.ndarray], persistence: dict[CaseKey, np.ndarray]
+                        ) -> verdicts.Criterion:
+    """(3) in at least one anisotropic (task, geometry): (a) ||w_perp(T)|| at 100/L over 0.1/L
+    above 2x and (b) per-decade change of ||w_perp|| / w_par(T) below 0.01."""
+    cases = []
+    for case in sorted(ratio):
+        label = f"{case[0]}, {case[1]}"
+        cases.append(verdicts.combine(f"(3) {label}", "persistent orthogonal residuals", [
+            verdicts.criterion(f"(3a) {label}: log10 ||w_perp(T)|| (100/L over 0.1/L)",
+                               "large steps can leave ... orthogonal residuals",
+                               verdicts.t_interval(ratio[case]),
+                               verdicts.Rule.above(math.log10(2))),
+            verdicts.criterion(f"(3b) {label}: largest per-decade change of ||w_perp|| over "
+                               "the last three decades / w_par(T), eta = 100/L",
+                               "persistent", verdicts.t_interval(persistence[case]),
+                               verdicts.Rule.below(0.01)),
+        ], "all"))
+    return combine_parts("(3) persistent orthogonal residuals in some anisotropic geometry",
+                         "large steps can leave persistent orthogonal residuals", cases, "any",
+                         verdicts.Rule.above(math.log10(2)))
+
+
+def criterion_amplification(slopes: dict[CaseKey, np.ndarray]) -> verdicts.Criterion:
+    """(4) some (task, geometry) where ||w_perp|| at loss 1e-3 grows with eta (slope > 0)."""
+    parts = [verdicts.criterion(
+        f"(4) {case[0]}, {case[1]}: slope of log10 ||w_perp|| at loss 1e-3 on log10 eta",
+        "amplify them", verdicts.t_interval(values), verdicts.Rule.above(0.0))
+        for case, values in sorted(slopes.items())]
+    return combine_parts("(4) residuals amplified by larger steps in some geometry",
+                         "in certain geometries, amplify them", parts, "any",
+                         verdicts.Rule.above(0.0))
+
+
+def sanity_checks(runs: list[dict]) -> list[verdicts.SanityCheck]:
+    """EoS runs start unstable and raise the loss early; exact and power-iteration sharpness
+    agree; w_SVM meets the margin constraints."""
+    eos_runs = [r for r in runs if r["geometry"] in ANISOTROPIC and r["eta_L"] >= EOS_MIN]
+    unstable = [r for r in eos_runs if not (r["eta_times_S0"] > 2 and r["loss_rises"] >= 1)]
+    worst_gap = max(r["sharpness_gap"] for r in runs)
+    lowest_margin = min(r["min_margin"] for r in runs)
     return [
-        Criterion("(1a) fewest loss rises in the first 200 steps, eta >= 10/L",
-                  min(rises.values()), 3, ">=",
-                  paper="large steps make the loss non-monotone early (edge of stability)",
-                  note=_per_run(rises) + ". Steps until eta x sharpness < 2: "
-                       + _per_run(unstable)),
-        Criterion("(1b) largest final loss / loss at step 100, eta >= 10/L",
-                  max(drop.values()), 1.0, "<",
-                  paper="GD still converges: the final loss is below the loss at step 100",
-                  note=_per_run(drop)),
+        verdicts.SanityCheck(
+            "EoS runs: eta S(0) > 2 and the loss rises in the first 200 steps", not unstable,
+            f"{len(eos_runs) - len(unstable)} of {len(eos_runs)} EoS runs; fewest rises "
+            f"{min((r['loss_rises'] for r in eos_runs), default=0)}"),
+        verdicts.SanityCheck("exact and power-iteration sharpness agree to 1e-6 (relative)",
+                             worst_gap <= SHARPNESS_AGREEMENT, f"largest gap {worst_gap:.2e}"),
+        verdicts.SanityCheck("w_SVM meets the KKT margins (all >= 1 - 1e-8)",
+                             lowest_margin >= 1 - KKT_SLACK,
+                             f"smallest margin {lowest_margin:.12f}"),
     ]
 
 
-def criterion_damping(main: dict[RunKey, Trajectory]) -> Criterion:
-    """(2) per run with eta >= 10/L: A(last window) < A(first), w_par grows, Spearman(A, w_par)
-    < 0 over the windows."""
-    shown, lines = 0, []
-    big = {key: traj for key, traj in main.items() if key[3] >= 10}
-    for key, traj in big.items():
-        _, amplitude, par = oscillation_amplitude(traj)
-        if amplitude.size < 2:
-            lines.append(f"{_label(key)}: fewer than two windows")
-            continue
-        rho = _spearman(amplitude, par)
-        shown += int(amplitude[-1] < amplitude[0] and par[-1] > par[0] and rho < 0)
-        lines.append(f"{_label(key)}: A {amplitude[0]:.3g} -> {amplitude[-1]:.3g}, "
-                     f"w_par {par[0]:.3g} -> {par[-1]:.3g}, Spearman(A, w_par) {rho:.2f}")
-    return Criterion(
-        "(2) fraction of runs with eta >= 10/L whose w_perp oscillation amplitude (200-step "
-        "windows) decreases while ||w_par|| grows", shown / max(len(big), 1), 1.0, ">=",
-        paper="oscillations are damped by parallel progress along directions of decreasing "
-              "sharpness",
-        note="; ".join(lines))
+def reproduce_notes(summary: dict[str, dict], params: ReproduceEosParams) -> str:
+    """Which geometries amplify, the frozen control's meaning, what is not tested."""
+    amplifying = [f"{task}, {geometry} (mean slope {values.mean():.3g})"
+                  for (task, geometry), values in sorted(summary["amplification"].items())
+                  if np.isfinite(values).any() and np.nanmean(values) > 0]
+    return " ".join([
+        f"{params.seeds} data draw(s), horizon T = {params.horizon} steps, checkpoints "
+        "t = round(10^(k/4)); amplitude windows of 20 steps over steps 0-2000; the frozen "
+        f"control removes every update's component along w_SVM for {params.frozen_steps} steps.",
+        "Geometries whose ||w_perp|| at loss 1e-3 grows with eta: "
+        + (", ".join(amplifying) or "none") + ".",
+        "Not tested: the three-phase damping of the stable regime (not defined by the "
+        "abstract). The paper text was unavailable; the criteria test the abstract's words.",
+    ])
 
 
-def criterion_direction(main: dict[RunKey, Trajectory]) -> Criterion:
-    """(3) cos(w, w_SVM) >= 0.99 at the end for every step size that converges."""
-    converging = {key: traj for key, traj in main.items() if converged(traj)}
-    final_cos = {key: traj.cos_svm[-1] for key, traj in converging.items()}
-    ratio = {key: traj.w_perp[-1] / abs(traj.w_par[-1]) for key, traj in converging.items()}
-    short = [_label(key) for key, value in final_cos.items() if value < 0.99]
-    why = (f"Below 0.99: {', '.join(short)}; the w_perp left by the unstable phase shrinks only "
-           "relative to w_par, which grows like log t. " if short else "")
-    return Criterion(
-        "(3) smallest final cos(w, w_SVM) over the runs that converge",
-        min(final_cos.values()) if final_cos else math.nan, 0.99, ">=",
-        paper="GD converges in direction to the max-margin solution, slowly (~1/log t)",
-        note=f"{len(converging)} of {len(main)} runs converge. {why}cos: {_per_run(final_cos)}. "
-             f"||w_perp|| / |w_par| at the end: {_per_run(ratio)}")
-
-
-def criterion_settles(main: dict[RunKey, Trajectory], steps: int) -> Criterion:
-    """(4a) ||w_perp|| changes by less than 5% over the last 20% of steps."""
-    start = int(0.8 * steps)
-    change = {key: np.ptp(traj.w_perp[start:]) / traj.w_perp[start]
-              for key, traj in main.items() if converged(traj)}
-    return Criterion(
-        "(4a) largest relative change of ||w_perp|| over the last 20% of steps",
-        max(change.values()) if change else math.nan, 0.05, "<",
-        paper="w_perp settles (prior work: to the minimiser of a strongly convex potential)",
-        note="(max - min) / value at 80% of the steps, converging runs: " + _per_run(change))
-
-
-def criterion_transient_bias(runs: dict[RunKey, Trajectory]) -> Criterion:
-    """(4b) at equal training loss, ||w_perp(eta) - w_perp(smallest eta)|| grows with eta in
-    at least one anisotropic geometry."""
-    shown, cases, lines = 0, 0, []
-    for (seed, geometry, task), group in _groups(runs).items():
-        level = common_levels(group)[:1]
-        distance = {c: float(v[0]) for c, v in transient_bias(group, level).items()}
-        ordered = [distance[c] for c in sorted(distance)]
-        increasing = bool(np.isfinite(ordered).all()) and all(
-            b > a for a, b in zip(ordered, ordered[1:], strict=False))
-        if geometry != "isotropic":
-            cases += 1
-            shown += int(increasing)
-        lines.append(f"{geometry}, {task}, seed {seed}, at loss {level[0]:.3g}: "
-                     + ", ".join(f"{c:g}/L -> {v:.3g}" for c, v in sorted(distance.items()))
-                     + (" (grows with eta)" if increasing else " (does not grow with eta)"))
-    return Criterion(
-        "(4b) anisotropic cases where the w_perp distance to the smallest-step run, at equal "
-        "training loss, grows with eta", shown, 1, ">=",
-        paper="transient implicit bias: large steps leave different orthogonal residuals, "
-              "amplified in some geometries",
-        note=f"{shown} of {cases} anisotropic cases. " + " | ".join(lines))
-
-
-def reproduce_notes(runs: dict[RunKey, Trajectory], criteria: list[Criterion], steps: int,
-                    step_sizes: tuple[float, ...]) -> str:
-    """What the criteria do not say: the other geometries, and failures in plain words."""
-    notes = [f"{len({k[0] for k in runs})} data draw(s), {steps} steps, step sizes {step_sizes} "
-             f"x 1/L. Criteria (1)-(4a) use the {MAIN_GEOMETRY} geometry (noise std "
-             f"{GEOMETRIES[MAIN_GEOMETRY]:g} orthogonal to the means); the paper text was "
-             "unavailable, so 'paper' fields state qualitative expectations."]
-    for geometry in GEOMETRIES:
-        if geometry == MAIN_GEOMETRY or not any(k[1] == geometry for k in runs):
-            continue
-        big = [loss_rises(t) for k, t in runs.items() if k[1] == geometry and k[3] >= 10]
-        done = [t for k, t in runs.items() if k[1] == geometry and converged(t)]
-        lowest_cos = min((t.cos_svm[-1] for t in done), default=math.nan)
-        notes.append(f"{geometry} (not in the verdict): loss rises in the first 200 steps for "
-                     f"eta >= 10/L {big}; smallest final cos {lowest_cos:.4g} over "
-                     f"{len(done)} converging runs.")
-    if "isotropic" in {k[1] for k in runs}:
-        notes.append("Isotropic data show no edge of stability: the top curvature at w = 0 lies "
-                     "along the class means, so one large step separates the data.")
-    failed = [c.name.split(")")[0] + ")" for c in criteria if not c.passed]
-    if failed:
-        notes.append("Not reproduced: " + ", ".join(failed) + "; see each criterion's note.")
-    if not criteria[-1].passed:
-        notes.append("The transient bias does NOT show in any anisotropic geometry.")
-    notes.append("The three damping phases of the stable regime are plotted, not tested.")
-    return " ".join(notes)
-
-
-def converged(traj: Trajectory) -> bool:
-    """Finite final loss below the initial one, never rising over the last 20% of steps."""
-    tail = traj.loss[int(0.8 * (len(traj.loss) - 1)):]
-    return bool(np.isfinite(traj.loss[-1]) and traj.loss[-1] < traj.loss[0]
-                and np.all(np.diff(tail) <= 1e-12 * tail[:-1]))
-
-
-def perp_at_loss(traj: Trajectory, level: float) -> np.ndarray | None:
-    """w_perp (vector) at the first step after which the loss stays <= level; None if never."""
-    above = np.nonzero(traj.loss > level)[0]
-    t = 0 if above.size == 0 else above[-1] + 1
-    if t >= len(traj.loss):
-        return None
-    w = traj.weights[t]
-    return w - (w @ traj.u) * traj.u
-
-
-def transient_bias(runs: dict[float, Trajectory], levels: np.ndarray) -> dict[float, np.ndarray]:
-    """||w_perp(eta) - w_perp(smallest eta)|| at equal training loss, per step size and level."""
-    smallest = min(runs)
-    distances = {}
-    for c, traj in runs.items():
-        if c == smallest:
-            continue
-        values = []
-        for level in levels:
-            mine, ref = perp_at_loss(traj, level), perp_at_loss(runs[smallest], level)
-            values.append(np.nan if mine is None or ref is None else np.linalg.norm(mine - ref))
-        distances[c] = np.array(values)
-    return distances
-
-
-def common_levels(runs: dict[float, Trajectory], count: int = 20) -> np.ndarray:
-    """Loss levels every run reaches for good: from the highest final loss up to L(0) / 10."""
-    lowest = max(traj.loss[-1] for traj in runs.values())
-    highest = min(traj.loss[0] for traj in runs.values()) / 10
-    if not lowest < highest:
-        return np.array([lowest])
-    return np.geomspace(lowest, highest, count)
-
-
-def save_reproduce_figures(ctx: JobContext, runs: dict[RunKey, Trajectory]) -> dict[str, str]:
-    """For the first seed, per (geometry, task): the five run figures and the bias curves."""
+def save_reproduce_figures(ctx: JobContext, runs: list[dict]) -> dict[str, str]:
+    """For the first seed, per (task, geometry): cos and the w decomposition on log time, and
+    the amplitude of the free runs against the frozen controls."""
     outputs = {}
-    first_seed = min(key[0] for key in runs)
-    for (seed, geometry, task), group in _groups(runs).items():
-        if seed != first_seed:
-            continue
+    first = min(r["seed"] for r in runs)
+    for task, geometry in sorted({(r["task"], r["geometry"]) for r in runs}):
+        rows = sorted((r for r in runs if r["seed"] == first and r["task"] == task
+                       and r["geometry"] == geometry), key=lambda r: r["eta_L"])
         slug = f"{geometry}_{task}".replace(" ", "_").replace("-", "_")
-        labelled = [(f"eta = {c:g}/L", traj) for c, traj in sorted(group.items())]
-        figures = run_figures(labelled, f"{geometry}, {task}")
-        levels = common_levels(group)
-        figures["bias_plot"] = plot(
-            f"{geometry}, {task}: w_perp distance to eta = {min(group):g}/L at equal loss",
-            [series(f"eta = {c:g}/L", levels, values)
-             for c, values in sorted(transient_bias(group, levels).items())],
-            "training loss", "||w_perp - w_perp(smallest eta)||", logx=True, logy=True)
+        cos, parts, amp = [], [], []
+        for r in rows:
+            t = np.array(r["t"], dtype=float)
+            later = t > 0
+            label = f"eta = {r['eta_L']:g}/L"
+            cos.append(series(label, t[later], np.array(r["one_minus_cos"])[later]))
+            parts.append(series(f"|w_par|, {label}", t[later], np.abs(r["w_par"])[later]))
+            parts.append(series(f"||w_perp||, {label}", t[later], np.array(r["w_perp"])[later]))
+            starts = np.arange(len(r["amplitude"])) * REPRODUCE_WINDOW
+            amp.append(series(label, starts, r["amplitude"]))
+            if "frozen_amplitude" in r:
+                amp.append(series(f"frozen, {label}", starts, r["frozen_amplitude"]))
+        figures = {
+            "gap_plot": plot(f"{geometry}, {task}: 1 - cos(w, w_SVM) on log time", cos,
+                             "step t", "1 - cos", logx=True, logy=True),
+            "decomposition_plot": plot(f"{geometry}, {task}: |w_par| and ||w_perp||", parts,
+                                       "step t", "norm", logx=True, logy=True),
+            "amplitude_plot": plot(f"{geometry}, {task}: w_perp oscillation amplitude "
+                                   "(free and frozen w_par)", amp, "step", "amplitude A",
+                                   logy=True),
+        }
         for name, spec in figures.items():
             outputs[f"{slug}_{name}"] = ctx.save_artifact(f"{slug}_{name}", spec)
     return outputs
-
-
-def _groups(runs: dict[RunKey, Trajectory]) -> dict[tuple[int, str, str], dict[float, Trajectory]]:
-    """Runs grouped by (seed, geometry, task), each a dict step size -> trajectory."""
-    groups: dict[tuple[int, str, str], dict[float, Trajectory]] = {}
-    for (seed, geometry, task, c), traj in runs.items():
-        groups.setdefault((seed, geometry, task), {})[c] = traj
-    return groups
-
-
-def _label(key: RunKey) -> str:
-    seed, _, task, c = key
-    return f"{task}, eta={c:g}/L, seed {seed}"
-
-
-def _per_run(values: dict[RunKey, float]) -> str:
-    return "; ".join(f"{_label(key)}: {value:.4g}" for key, value in values.items())
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Rank correlation (no ties expected in these real-valued series)."""
-    ranks = lambda v: np.argsort(np.argsort(v)).astype(float)
-    ra, rb = ranks(a), ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return math.nan
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 SPECS: list[MethodSpec] = [

@@ -272,28 +272,161 @@ def test_invalid_params_are_rejected(bad):
 
 def test_reproduce_params_forbid_unknown_fields():
     with pytest.raises(ValidationError):
-        REPRODUCE.params(smoke=True, step_sizes=[1.0])
+        REPRODUCE.params(smoke=True, steps=100)
+    with pytest.raises(ValidationError):
+        REPRODUCE.params(geometries=["spherical"])
 
 
 
 # -- the reproduction -----------------------------------------------------------------------------
 
-def test_reproduce_smoke_reports_every_criterion_with_numbers(tmp_path):
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
     events: list[dict] = []
     ctx = JobContext("job1", tmp_path, emit=events.append, seed=0)
-    outputs = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
+    outputs = REPRODUCE.run(ctx, REPRODUCE.params(profile="smoke"), {})
     claim = outputs["claim"]
 
-    assert claim["smoke"] is True and claim["paper"] == "eos" and claim["seeds"] == [0]
-    names = [c["name"][:4] for c in claim["criteria"]]
-    assert names == ["(1a)", "(1b)", "(2) ", "(3) ", "(4a)", "(4b)"]
-    for criterion in claim["criteria"]:
-        assert math.isfinite(criterion["measured"]), criterion
-        assert isinstance(criterion["passed"], bool) and criterion["paper"]
-    assert claim["passed"] == all(c["passed"] for c in claim["criteria"])
-    assert claim["notes"] and claim["wall_s"] > 0
-    # Smoke runs are far too short for a verdict, but the edge of stability shows already.
-    assert claim["criteria"][0]["measured"] >= 3
-    bias = json.loads((tmp_path / outputs["anisotropic_binary_logistic_bias_plot"]).read_text())
-    assert bias["kind"] == "plot" and len(bias["series"]) == 2
+    assert claim["spec"] == "v2" and claim["smoke"] is True and claim["seeds"] == [0]
+    assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)", "(3)", "(4)"]
+    # one seed decides nothing; smoke lacks the step sizes of (4)
+    assert claim["verdict"] == "INCONCLUSIVE"
+    for item in claim["criteria"]:
+        assert item["quote"] and item["verdict"] == "INCONCLUSIVE" and item["decides_with"]
+    assert all(check["passed"] for check in claim["sanity"]), claim["sanity"]
+    damping = claim["criteria"][0]["parts"][0]
+    assert damping["estimate"] > 1 and damping["method"].startswith("t-interval")
+    gap = json.loads((tmp_path / outputs["anisotropic_binary_logistic_gap_plot"]).read_text())
+    assert gap["kind"] == "plot" and len(gap["series"]) == 2
     json.dumps(claim)
+
+
+def test_profiles_hold_the_spec_numbers():
+    settings = {profile: eos.ReproduceEosParams(profile=profile) for profile in
+                ("smoke", "cpu", "gpu")}
+    cpu, gpu, smoke = settings["cpu"], settings["gpu"], settings["smoke"]
+    assert (cpu.seeds, cpu.horizon, cpu.frozen_steps) == (5, 1_000_000, 2000)
+    assert (gpu.seeds, gpu.horizon, gpu.frozen_steps) == (20, 10_000_000, 2000)
+    assert (smoke.seeds, smoke.horizon) == (1, 2000)
+    assert smoke.tasks == ["binary logistic"] and smoke.geometries == ["anisotropic"]
+    assert smoke.step_sizes == [0.1, 100.0]
+    for full in (cpu, gpu):
+        assert full.tasks == ["binary logistic", "3-class cross-entropy"]
+        assert full.geometries == ["isotropic", "anisotropic", "strongly anisotropic"]
+        assert full.step_sizes == [0.1, 1.0, 10.0, 100.0]
+
+
+def test_log_time_checkpoints_are_quarter_decades_with_the_horizon():
+    grid = eos.log_time_checkpoints(1000)
+    assert grid.tolist() == [0, 1, 2, 3, 6, 10, 18, 32, 56, 100, 178, 316, 562, 1000]
+    assert eos.log_time_checkpoints(2000)[-1] == 2000
+
+
+@pytest.mark.parametrize("task", ["binary logistic", "3-class cross-entropy"])
+def test_batched_gd_follows_the_reference_gd(task):
+    """Two data draws in one batch take the same steps as linear_classifier's one-run GD."""
+    p = eos.Params(**eos.TASKS[task], eta_times_inv_L=10.0, steps=30)
+    problems = [eos.setup_problem(p, seed) for seed in (0, 1)]
+    X = np.stack([prob[1].numpy() for prob in problems])
+    y = np.stack([prob[2].numpy() for prob in problems])
+    u = np.stack([eos.to_batched_layout(task, prob[3].numpy()) for prob in problems])
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    references = [eos.train_gd(cfg, Xs, ys, w_svm, 10.0, 30, 10, lambda: None)
+                  for cfg, Xs, ys, w_svm in problems]
+    eta = np.array([ref.eta for ref in references])
+    out = eos.run_batched_gd(eos.BatchedLinearGD(task, X, y), eta, u, 30, np.array([30]), 30)
+    for b, ref in enumerate(references):
+        expected = eos.to_batched_layout(task, ref.w_final.numpy())
+        np.testing.assert_allclose(out["checkpoints"][-1, b], expected, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(out["early_loss"][:, b], ref.loss, rtol=1e-9)
+
+
+def test_frozen_control_never_moves_along_the_max_margin_direction():
+    task = "binary logistic"
+    cfg, X, y, w_svm = eos.setup_problem(eos.Params(eta_times_inv_L=100.0), 0)
+    u = eos.to_batched_layout(task, w_svm.numpy())[None]
+    u = u / np.linalg.norm(u)
+    eta = np.array([100.0 / lc.sharpness(cfg, lc.init_weights(cfg), X, y)])
+    gd = eos.BatchedLinearGD(task, X.numpy()[None], y.numpy()[None])
+    out = eos.run_batched_gd(gd, eta, u, 200, np.array([0]), 200, frozen=True)
+    assert np.abs(out["dense"][:, 0] @ u[0]).max() < 1e-9
+
+
+def _oscillation(decay: float, steps: int = 2000) -> np.ndarray:
+    """w_perp(t) = (-1)^t a(t) e_1 with a(t) = exp(-decay t): a period-two oscillation."""
+    t = np.arange(steps + 1)
+    w = np.zeros((steps + 1, 3))
+    w[:, 0] = (-1.0) ** t * np.exp(-decay * t)
+    return w
+
+
+def test_amplitude_of_a_period_two_oscillation_is_its_size():
+    amplitudes = eos.window_amplitudes(_oscillation(0.0))
+    assert amplitudes.shape == (100,) and np.allclose(amplitudes, 1.0)
+    assert eos.damping_decades(amplitudes) == pytest.approx(0.0)
+    assert eos.damping_decades(eos.window_amplitudes(_oscillation(0.005))) > 3
+
+
+KEY = ("binary logistic", "anisotropic", 100.0)
+
+
+def test_damping_fails_for_a_run_without_damping_and_passes_when_parallel_progress_damps():
+    undamped = np.array([eos.damping_decades(eos.window_amplitudes(_oscillation(0.0)))] * 5)
+    damped = np.array([eos.damping_decades(eos.window_amplitudes(_oscillation(d)))
+                       for d in (0.004, 0.005, 0.006, 0.0045, 0.0055)])
+    frozen = undamped + np.array([0.01, -0.02, 0.0, 0.015, -0.01])
+    assert eos.criterion_damping({KEY: undamped}, {KEY: frozen}).verdict == "FAIL"
+    assert eos.criterion_damping({KEY: damped}, {KEY: frozen}).verdict == "PASS"
+
+
+def test_direction_fails_when_1_minus_cos_grows_or_a_stable_run_stays_below_0_99():
+    falling = {KEY: np.array([-0.3, -0.25, -0.35, -0.28, -0.31])}
+    stable = {("binary logistic", "anisotropic", 0.1): np.array([0.995, 0.996, 0.997, 0.995,
+                                                                 0.996])}
+    assert eos.criterion_direction(falling, stable).verdict == "PASS"
+    rising = {KEY: np.array([0.2, 0.25, 0.3, 0.22, 0.27])}
+    assert eos.criterion_direction(rising, stable).verdict == "FAIL"
+    short = {key: values - 0.02 for key, values in stable.items()}
+    assert eos.criterion_direction(falling, short).verdict == "FAIL"
+
+
+CASES = [("binary logistic", "anisotropic"), ("3-class cross-entropy", "strongly anisotropic")]
+
+
+def test_residuals_need_a_large_and_persistent_gap_in_at_least_one_geometry():
+    big = np.array([1.2, 1.1, 1.3, 1.25, 1.15])  # 10^1.2 times the small-step residual
+    none = np.array([0.01, -0.02, 0.0, 0.02, -0.01])  # the same residual at both step sizes
+    settled = np.array([0.001, 0.002, 0.0015, 0.001, 0.0012])
+    drifting = np.array([0.1, 0.12, 0.09, 0.11, 0.1])
+    one = eos.criterion_residuals(dict(zip(CASES, [big, none], strict=True)),
+                                  dict(zip(CASES, [settled, settled], strict=True)))
+    assert one.verdict == "PASS"  # existential: one geometry suffices
+    assert eos.criterion_residuals(dict(zip(CASES, [none, none], strict=True)),
+                                   dict(zip(CASES, [settled, settled], strict=True))
+                                   ).verdict == "FAIL"
+    assert eos.criterion_residuals(dict(zip(CASES, [big, big], strict=True)),
+                                   dict(zip(CASES, [drifting, drifting], strict=True))
+                                   ).verdict == "FAIL"
+
+
+def test_amplification_fails_when_every_geometry_shrinks_the_residual_with_eta():
+    shrinking = np.array([-0.2, -0.25, -0.3, -0.22, -0.27])
+    growing = -shrinking
+    assert eos.criterion_amplification(dict(zip(CASES, [shrinking, shrinking], strict=True))
+                                       ).verdict == "FAIL"
+    assert eos.criterion_amplification(dict(zip(CASES, [shrinking, growing], strict=True))
+                                       ).verdict == "PASS"
+
+
+def test_persistence_is_the_largest_decade_change_over_w_par():
+    row = {"t": [0, 1000, 10_000, 100_000, 1_000_000], "w_perp": [0, 4.0, 3.9, 3.85, 3.84],
+           "w_par": [0, 20, 22, 24, 25.0]}
+    assert eos.persistence_of(row, 1_000_000) == pytest.approx(0.1 / 25)
+
+
+def test_a_run_stalled_by_float64_underflow_is_undecided_not_failed():
+    row = {"w_par": [1.0, 5.0, 5.0, 5.0], "w_perp": [2.0, 3.0, 3.0, 3.0]}
+    late = np.array([False, True, True, True])
+    assert eos.stalled(row, late) and not eos.stalled({**row, "w_par": [1, 4, 5, 6]}, late)
+    flat = {KEY: np.array([1e-17, 2e-17, 3e-17, 1e-17, 2e-17])}  # round-off, not a trend
+    assert eos.criterion_direction(flat, {}).verdict == "FAIL"
+    assert eos.criterion_direction(flat, {}, {KEY}).verdict == "INCONCLUSIVE"
