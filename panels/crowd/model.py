@@ -37,6 +37,7 @@ from engine.io.crowd import (
     iter_video_frames,
     read_clip,
     read_tracks,
+    video_frame,
     video_info,
 )
 from engine.io.limits import check_allocation
@@ -49,6 +50,7 @@ WIPE_DIVIDER_RGB = (255, 255, 255)
 IN_MEMORY_CLIP_BYTES = 256 * 1024 * 1024  # a video decoding to more is read on demand
 CLIP_CACHE_FRAMES = 8                     # decoded frames a VideoClip keeps
 SKIP_AHEAD_FRAMES = 48                    # a jump this far forward reads on, not seeks
+DURATION_ROUNDING_FRAMES = 1              # a count from duration x rate may be this far off
 
 
 class VideoClip:
@@ -65,9 +67,13 @@ class VideoClip:
         self.path, self.info = Path(path), info
         self.shape = (max(info.frames, 1), info.height, info.width, 3)
         self.decoders_opened = 0
+        self.problem = ""  # why the clip holds fewer frames than its container declares
+        # told the problem when decoding stops early (the model shows it and the new count)
+        self.on_shortened: Callable[[str], None] | None = None
         self._cache: OrderedDict[int, np.ndarray] = OrderedDict()
         self._reader: Iterator[np.ndarray] | None = None
         self._next = 0  # the frame the open decoder yields next
+        self._opened_at = 0  # the frame the open decoder started at
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -102,6 +108,7 @@ class VideoClip:
         if self._reader is None or not 0 <= ahead <= SKIP_AHEAD_FRAMES:
             self.close()
             self._reader, self._next, ahead = iter_video_frames(self.path, start=index), index, 0
+            self._opened_at = index
             self.decoders_opened += 1
         try:
             for _ in range(ahead):  # a short jump forward: cheaper than a seek, which
@@ -109,15 +116,42 @@ class VideoClip:
                 self._next += 1
             frame = next(self._reader)
         except (StopIteration, FormatError):
-            # the container's duration promised more frames than the stream holds
+            # the stream holds fewer frames than the container declares (truncated, damaged)
+            failed = self._next
+            decoded = failed - 1 if failed > self._opened_at else max(
+                (i for i in self._cache if i < failed), default=-1)
             self.close()
-            if index == 0:
-                raise FormatError(self.path, "not a readable video (no frame could be "
-                                             "decoded)") from None
-            self.shape = (index, *self.shape[1:])
-            return self[index - 1]
+            return self._end_at(self._last_decodable(decoded, failed))
         self._next += 1
         return frame
+
+    def _last_decodable(self, good: int, bad: int) -> int:
+        """The last frame that decodes, between one that did (``good``, -1 for none known)
+        and one that did not (``bad``): a seek past the end only says that frames from
+        there on fail, so bisect, one short decode per step."""
+        while bad - good > 1:
+            middle = (good + bad) // 2
+            try:
+                self._cache[middle] = video_frame(self.path, middle)
+                good = middle
+            except FormatError:
+                bad = middle
+        return good
+
+    def _end_at(self, last: int) -> np.ndarray:
+        """The clip shortened to end at frame ``last``, said (the file and where decoding
+        stopped) when more than the container's rounding is missing; its last frame."""
+        if last < 0:
+            raise FormatError(self.path, "not a readable video (no frame could be decoded)")
+        declared = max(self.info.frames, 1)
+        self.shape = (last + 1, *self.shape[1:])
+        if declared - (last + 1) > DURATION_ROUNDING_FRAMES:
+            self.problem = (f"{self.path}: decoding stopped at frame {last + 2} of the "
+                            f"{declared} its container declares (the file is truncated or "
+                            f"damaged); the clip has {last + 1} frames")
+            if self.on_shortened is not None:
+                self.on_shortened(self.problem)
+        return self[last]
 
     def close(self) -> None:
         """Stop the open decoder (its ffmpeg process); a later frame opens another."""
@@ -145,8 +179,10 @@ class CrowdModel:
         self.tracks: Tracks | None = None
         self.prompt = ""
         self.control_silhouettes: np.ndarray | None = None  # (T, H, W) bool from a c2r run
+        self.problems: dict[str, str] = {}  # clip name -> why it is shorter than declared
         self._map_frames: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
-        self.events = Events("clips", "frame", "tracks", "prompt")
+        # "problem" (message): a clip turned out shorter than its file declares
+        self.events = Events("clips", "frame", "tracks", "prompt", "problem")
 
     @property
     def document(self) -> str:
@@ -181,6 +217,9 @@ class CrowdModel:
         old = self.clips.get(name)
         if isinstance(old, VideoClip) and old is not frames:
             old.close()
+        self.problems.pop(name, None)
+        if isinstance(frames, VideoClip):
+            frames.on_shortened = lambda message: self._clip_shortened(name, message)
         self.clips[name] = frames if isinstance(frames, VideoClip) else np.asarray(
             frames, dtype=np.uint8)
         if source is not None:
@@ -190,7 +229,14 @@ class CrowdModel:
         self.frame = min(self.frame, self.frame_count - 1)
         self.events.emit("clips", names=list(self.clips))
 
+    def _clip_shortened(self, name: str, message: str) -> None:
+        """A clip's decoding stopped early: the frame count shrinks and the problem is said."""
+        self.problems[name] = message
+        self.frame = max(0, min(self.frame, self.frame_count - 1))
+        self.events.emit("problem", message=message)
+
     def remove_clip(self, name: str) -> None:
+        self.problems.pop(name, None)
         clip = self.clips.pop(name, None)
         if isinstance(clip, VideoClip):
             clip.close()

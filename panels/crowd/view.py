@@ -219,6 +219,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("clips", lambda names: self._on_content())
         self.model.events.connect("tracks", lambda count: self._on_content())
         self.model.events.connect("prompt", self._show_prompt)
+        self.model.events.connect("problem", lambda message: QTimer.singleShot(  # any thread
+            0, self, lambda: (self.status.setText(message), self._on_content())))
         self.jobs = PanelJobs(host, self.status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
         self.redraw()
