@@ -271,11 +271,7 @@ class CommandRegistry:
         command = self._commands.get(exc.command_id)
         title = f"Cannot {command.title[:1].lower()}{command.title[1:]}" if command else \
             "Unknown command"
-        if self.on_error is not None:
-            try:
-                self.on_error(title, str(exc))
-            except Exception:
-                log.exception("could not report %s", exc.command_id)
+        say(self.on_error, title, str(exc))
 
     @contextmanager
     def nested(self) -> Iterator[None]:
@@ -285,6 +281,23 @@ class CommandRegistry:
             yield
         finally:
             self._depth -= 1
+
+
+def say(on_error: Callable[[str, str], None] | None, title: str, message: str) -> None:
+    """Report a failure to the user; a failure to report is only logged (the boundary of a
+    Qt slot must never raise)."""
+    if on_error is None:
+        return
+    try:
+        on_error(title, message)
+    except Exception:
+        log.exception("could not report %r", title)
+
+
+def failure_message(exc: BaseException) -> str:
+    """What the user is told of an exception: a command's own message as it is (it names the
+    command), anything else with its type."""
+    return str(exc) if isinstance(exc, CommandError) else f"{type(exc).__name__}: {exc}"
 
 
 def _describe(exc: ValidationError) -> str:

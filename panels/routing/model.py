@@ -378,9 +378,10 @@ class RouteModel:
         return [index, self.design.layer_index(str(layer)), self.design.via_index(str(via)),
                 int(x), int(y), int(orient)]
 
-    def move_command(self, kind: str, row: list, dx: int, dy: int) -> EditWiring:
-        """Move a segment or via of the selected net by (dx, dy) dbu."""
-        net = self.design.nets[self.selected].name
+    def move_command(self, kind: str, row: list, dx: int, dy: int, net: str | None = None
+                     ) -> EditWiring:
+        """Move a segment or via of ``net`` (default: the selected net) by (dx, dy) dbu."""
+        net = net or self.design.nets[self.selected].name
         moved = list(row)
         if kind == "segment":
             moved[1:5] = [row[1] + dx, row[2] + dy, row[3] + dx, row[4] + dy]
@@ -390,16 +391,17 @@ class RouteModel:
         return EditWiring(net, f"Move via {row[1]} of {net}", remove_vias=[row],
                           add_vias=[moved])
 
-    def delete_command(self, kind: str, row: list) -> EditWiring:
-        net = self.design.nets[self.selected].name
+    def delete_command(self, kind: str, row: list, net: str | None = None) -> EditWiring:
+        net = net or self.design.nets[self.selected].name
         if kind == "segment":
             return EditWiring(net, f"Delete a {row[0]} wire of {net}", remove_segments=[row])
         return EditWiring(net, f"Delete via {row[1]} of {net}", remove_vias=[row])
 
-    def add_segment_command(self, layer: str, start: tuple[int, int], end: tuple[int, int]
-                            ) -> EditWiring:
-        """A wire of the selected net; a diagonal drag becomes its longer straight leg."""
-        net = self.design.nets[self.selected].name
+    def add_segment_command(self, layer: str, start: tuple[int, int], end: tuple[int, int],
+                            net: str | None = None) -> EditWiring:
+        """A wire of ``net`` (default: the selected net); a diagonal drag becomes its longer
+        straight leg."""
+        net = net or self.design.nets[self.selected].name
         (x1, y1), (x2, y2) = start, end
         if abs(x2 - x1) >= abs(y2 - y1):
             y2 = y1
@@ -408,8 +410,9 @@ class RouteModel:
         return EditWiring(net, f"Add a {layer} wire to {net}",
                           add_segments=[[layer, x1, y1, x2, y2, 0, -1, -1, 0]])
 
-    def add_via_command(self, via: str, at: tuple[int, int]) -> EditWiring:
-        net = self.design.nets[self.selected].name
+    def add_via_command(self, via: str, at: tuple[int, int], net: str | None = None
+                        ) -> EditWiring:
+        net = net or self.design.nets[self.selected].name
         metals, _ = via_layers(self.design, self.lef, via)
         layer = metals[0] if metals else routing_layer_names(self.design, self.lef)[0]
         return EditWiring(net, f"Add via {via} to {net}", add_vias=[[layer, via, *at, 0]])

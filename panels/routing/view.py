@@ -7,19 +7,23 @@ design's own (GCell-aligned, covering its wiring).
 Left: the layers (checkbox = visible, swatch = colour; double-click the swatch to change it),
 the overlays, the net search. Middle: the canvas (``LayoutCanvas``) or the 3-D layer stack.
 Right: the selected net (statistics, connectivity, shorts, editing), every net's statistics,
-and the router form. Design-wide checks run on a worker thread; edits go through
-``host.push_edit`` so the window's undo stack and autosave hold them.
+and the router form. Design-wide checks run on a worker thread.
+
+Every button, key, check box and canvas gesture that changes something runs a command
+(``panels/routing/commands.py``) through the window's registry, naming nets, layers, wires and
+vias as the user sees them; the commands push wiring edits through ``host.push_edit`` (undo,
+autosave). This class keeps the layout, what is drawn, the pick, and turning a pick or a
+gesture into a command's arguments.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QRectF, QSize, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -48,17 +52,26 @@ from PySide6.QtWidgets import (
 )
 
 from engine import provenance
-from engine.io import FormatError
 from panels.routing.canvas import OVERLAYS, LayoutCanvas
+from panels.routing.commands import (
+    ROUTE_METHOD,
+    SCOPE,
+    RoutingState,
+    known_vias,
+    register,
+    via_args,
+    wire_args,
+)
 from panels.routing.geometry import Checker
-from panels.routing.model import NetStats, RouteModel, decode
+from panels.routing.model import NetStats, RouteModel
 from panels.routing.worker import Worker
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.jobs import PanelJobs
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import CommandError, CommandRegistry, Invocation
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 
-ROUTE_METHOD = "chipstar.route"
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
                  "shorts", "leaf IoU"]
 MODES = ("Select", "Add wire", "Add via")
@@ -82,11 +95,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.dragging: str | None = None                 # "move" or "draw" while a drag edits
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
-        self.prediction_run: Path | None = None  # the run folder of the compared routes
-        self._document: str | None = None   # whose steps this panel put on the window's history
         self._generation = 0
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_checks)
+        self.commands = _registry(host)
+        self.state = RoutingState(self.model, host, view=self, submit=self._submit_route)
+        self.commands.bind(SCOPE, self.state)
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self._build()
         self.model.events.connect("loaded", self._on_loaded)
         self.model.events.connect("layers", self._on_layers)
@@ -102,17 +117,21 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def _build(self) -> None:
         layout = QVBoxLayout(self)
         bar = QHBoxLayout()
-        for text, slot in (("Open DEF…", self._choose_def), ("Open LEF…", self._choose_lef),
-                           ("Compare with DEF…", self._choose_prediction),
-                           ("Save DEF…", self._choose_save),
-                           ("Open guides…", self._choose_guides),
-                           ("Save guides…", self._choose_save_guides),
-                           ("Export figure…", self._choose_export)):
+        for text, command_id, ask in (
+                ("Open DEF…", "routing.open", self._choose_def),
+                ("Open LEF…", "routing.open", self._choose_lef),
+                ("Compare with DEF…", "routing.compare", self._choose_prediction),
+                ("Save DEF…", "routing.save_def", self._choose_save),
+                ("Open guides…", "routing.open_guides", self._choose_guides),
+                ("Save guides…", "routing.save_guides", self._choose_save_guides),
+                ("Export figure…", "routing.export_figure", self._choose_export)):
             button = QPushButton(text)
-            button.clicked.connect(slot)
+            mark_argument(button, command_id)  # asks for the command's file, then runs it
+            button.clicked.connect(ask)
             bar.addWidget(button)
         self.stack_box = QCheckBox("3-D layer stack")
-        self.stack_box.toggled.connect(self.set_3d)
+        connect(self.stack_box.toggled, self.stack_box, self.commands, "routing.view_3d",
+                lambda on: {"on": on})
         bar.addWidget(self.stack_box)
         bar.addStretch(1)
         layout.addLayout(bar)
@@ -140,7 +159,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.layer_tree = QTreeWidget()
         self.layer_tree.setHeaderLabels(["layer", "colour"])
         self.layer_tree.setRootIsDecorated(False)
-        self.layer_tree.itemChanged.connect(self._on_layer_item)
+        connect(self.layer_tree.itemChanged, self.layer_tree, self.commands,
+                "routing.show_layer", self._layer_item_args)
         self.layer_tree.itemDoubleClicked.connect(self._on_layer_double_click)
         column.addWidget(self.layer_tree, 2)
         column.addWidget(QLabel("Overlays"))
@@ -149,7 +169,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         for number, name in enumerate(OVERLAYS):
             box = QCheckBox(name)
             box.setChecked(self.canvas.overlay_on[name])
-            box.toggled.connect(lambda on, n=name: self.set_overlay(n, on))
+            connect(box.toggled, box, self.commands, "routing.overlay",
+                    lambda on, n=name: {"name": n, "on": on})
             if name == "congestion":
                 box.setToolTip("Routing demand per GCell: the signal wires crossing it on the "
                                "visible routing layers, divided by its track capacity there "
@@ -161,9 +182,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Find a net (name contains…)")
         self.search_edit.textChanged.connect(self.search)
-        self.search_edit.returnPressed.connect(self._select_first_hit)
+        connect(self.search_edit.returnPressed, self.search_edit, self.commands,
+                "routing.select_net", self._first_hit_args)
         self.net_list = QListWidget()
-        self.net_list.currentItemChanged.connect(self._on_net_item)
+        connect(self.net_list.currentItemChanged, self.net_list, self.commands,
+                "routing.select_net",
+                lambda item, _previous: {"net": item.text()} if item is not None else None)
         column.addWidget(self.search_edit)
         column.addWidget(self.net_list, 3)
         return left
@@ -177,8 +201,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             QHeaderView.ResizeMode.ResizeToContents)
         self.nets_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.nets_table.setSelectionBehavior(QTableWidget.SelectionBehavior.SelectRows)
-        self.nets_table.cellDoubleClicked.connect(
-            lambda row, _col: self.select_net(self.nets_table.item(row, 0).text()))
+        connect(self.nets_table.cellDoubleClicked, self.nets_table, self.commands,
+                "routing.select_net",
+                lambda row, _col: {"net": self.nets_table.item(row, 0).text()})
         self.tabs.addTab(self.nets_table, "All nets")
         self.tabs.addTab(self._build_route_tab(), "Route")
         return self.tabs
@@ -219,9 +244,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         column.addLayout(form)
         buttons = QHBoxLayout()
         self.move_button = QPushButton("Move picked")
-        self.move_button.clicked.connect(self.move_by_boxes)
+        connect_button(self.move_button, self.commands, ("routing.move_wire", "routing.move_via"),
+                       self._move_by_boxes_args)
         self.delete_button = QPushButton("Delete picked")
-        self.delete_button.clicked.connect(self.delete_element)
+        connect_button(self.delete_button, self.commands,
+                       ("routing.delete_wire", "routing.delete_via"), self._delete_args)
         buttons.addWidget(self.move_button)
         buttons.addWidget(self.delete_button)
         column.addLayout(buttons)
@@ -239,12 +266,13 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.checkpoint_edit = QLineEdit()
         self.checkpoint_edit.setPlaceholderText("checkpoint folder (learned router)")
         choose = QPushButton("Checkpoint…")
+        mark_argument(choose, "routing.route")  # fills the form's checkpoint
         choose.clicked.connect(self._choose_checkpoint)
         self.route_nets_edit = QLineEdit()
         self.route_nets_edit.setPlaceholderText("net names, comma-separated (default: the "
                                                 "selected net)")
         self.route_button = QPushButton("Route with chipstar.route")
-        self.route_button.clicked.connect(lambda: self.route())
+        connect_button(self.route_button, self.commands, "routing.route", self._route_args)
         self.route_status = QLabel("")
         self.route_status.setWordWrap(True)
         form.addRow("Router", self.router_box)
@@ -259,40 +287,30 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- opening and saving ----------------------------------------------------------------
 
-    @command("Cannot open the file")
+    # -- commands: the wrappers tests, drops and the window call -----------------------------
+
+    def _run(self, command_id: str, **args) -> bool:
+        """Run a command as a user's action: True when it ran; a refusal is reported."""
+        return self.commands.trigger(command_id, **args) is not None
+
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """A routing command's outcome in the status line: its refusal, or what it said."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused:
+            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
+
     def open_file(self, path: str | os.PathLike) -> bool:
-        """A DEF (its folder's only LEF is opened with it when none is open yet), a LEF
-        (an open DEF is re-read against it) or route guides of the open DEF. Problems are
-        reported, never raised."""
-        path = Path(path)
-        if path.suffix.lower() == ".guide":
-            return self.load_guides(path)
-        if path.suffix.lower() in (".lef", ".tlef"):
-            if not self._reading(lambda: self.model.load_lef(path)):
-                return False
-            if self.model.design is None:
-                self.status.setText(f"{path.name}: {len(self.model.lef.layers)} layers, "
-                                    f"{len(self.model.lef.macro_names)} cells. Now open a DEF.")
-            return True
-        lef = None
-        if self.model.lef is None:
-            found = sorted(path.parent.glob("*.lef"))
-            lef = found[0] if len(found) == 1 else None
-        return self.open_design(path, lef)
+        """A DEF (with its folder's only LEF when none is open), a LEF or route guides
+        (``routing.open``). Problems are reported, never raised."""
+        return self._run("routing.open", path=str(path))
 
     def open_design(self, def_path: str | os.PathLike, lef_path: str | os.PathLike | None
                     ) -> bool:
-        return self._reading(lambda: self.model.load_def(def_path, lef_path))
-
-    def _reading(self, read) -> bool:
-        """Run a reader; a bad file is reported (file and line), never raised."""
-        try:
-            read()
-        except (FormatError, ValueError, KeyError, OSError) as exc:
-            self.host.show_error("Cannot open the design", str(exc))
-            self.status.setText(f"Not opened: {exc}")
-            return False
-        return True
+        return self._run("routing.open_design", def_path=str(def_path),
+                         lef_path=str(lef_path) if lef_path else None)
 
     def select_paper(self, slug: str) -> None:
         """Opened from a paper's card: show the shared gcd design when nothing is open."""
@@ -303,65 +321,21 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             self.open_design(found[1], found[0])
         self.tabs.setCurrentIndex(TAB_ROUTE)
 
-    @command("Cannot save the DEF")
     def save_def(self, path: str | os.PathLike) -> bool:
-        """Write the design as DEF. Over the open file, its edits become the file's: their
-        steps leave the history and later edits autosave against the new content, so a
-        reopen never replays the saved edits a second time onto the file that holds them."""
-        design = self.model.design
-        if design is None:
-            self.status.setText("Open a DEF first: there is no design to save.")
-            return False
-        over = Path(path).resolve() == Path(design.path).resolve()
-        if not self._save("the DEF", self.model.save, path):
-            return False
-        if over:
-            saved = getattr(self.host, "document_saved", None)  # hosts without a history
-            if self._document is not None and callable(saved):
-                saved(self._document)
-            self.model.edited = False
-            self.status.setText(self.status.text() + "; its edits are in the file now (undo "
-                                "starts from here)")
-        return True
+        return self._run("routing.save_def", path=str(path))
 
-    @command("Cannot open the route guides")
     def load_guides(self, path: str | os.PathLike) -> bool:
-        try:
-            self.model.load_guides(path)
-        except (FormatError, ValueError, OSError) as exc:
-            self.host.show_error("Cannot open the route guides", str(exc))
-            self.status.setText(f"Not opened: {exc}")
-            return False
-        return True
+        return self._run("routing.open_guides", path=str(path))
 
-    @command("Cannot save the route guides")
     def save_guides(self, path: str | os.PathLike) -> bool:
-        return self._save("the route guides", self.model.save_guides, path)
+        return self._run("routing.save_guides", path=str(path))
 
-    def _save(self, what: str, write, path: str | os.PathLike) -> bool:
-        """Write through ``write(path)`` with a ``.provenance.json`` sidecar (the files it
-        was made from, hashed before an overwrite, and whether it holds edits); a failure
-        is shown, naming the file."""
-        record = provenance.record(self._sources(), {"saved": what,
-                                                      "edited": self.model.edited})
-        try:
-            written = write(path)
-            provenance.write_sidecar(written, record)
-        except (OSError, ValueError) as exc:
-            self.host.show_error(f"Cannot save {what}", f"{path}: {exc}")
-            return False
-        self.status.setText(f"Saved {what} to {written}")
-        return True
-
-    @command("Cannot compare with the DEF")
     def load_prediction(self, path: str | os.PathLike) -> bool:
-        self.prediction_run = None  # set by _on_result when a run of this panel wrote it
-        try:
-            self.model.load_prediction(path)
-        except (FormatError, ValueError, KeyError, OSError) as exc:
-            self.host.show_error("Cannot compare with the DEF", str(exc))
-            return False
-        return True
+        return self._run("routing.compare", path=str(path))
+
+    @property
+    def prediction_run(self) -> Path | None:
+        return self.state.prediction_run
 
     def _on_loaded(self) -> None:
         design, model = self.model.design, self.model
@@ -371,22 +345,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.layer_box.clear()
         self.layer_box.addItems([s.name for s in model.styles if s.kind == "routing"])
         self.via_box.clear()
-        vias = list(design.vias) + ([v.name for v in model.lef.vias.values() if v.default]
-                                    if model.lef else [])
-        self.via_box.addItems(sorted(set(vias) | set(design.via_names)))
+        self.via_box.addItems(known_vias(model))
         self.canvas.redraw()
         self._label_congestion()
         if self.stack_view is not None:
             self.stack_view.set_model(model)
-        self._leave_document()
-        self._document = model.document
-        restored = 0
-        restore = getattr(self.host, "restore_edits", None)
-        if callable(restore):
-            try:
-                restored = restore(model.document, model, decode)
-            except (ValueError, KeyError) as exc:
-                self.host.show_error("Saved edits do not fit this design", str(exc))
+        restored = self.state.design_opened()
         summary = design.summary()
         self.status.setText(
             f"{Path(design.path).name}: design {design.name}, {summary['nets']} nets "
@@ -404,13 +368,6 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._start_checks()
         self._on_selected()
 
-    def _leave_document(self) -> None:
-        """The design before (or this one, re-read from its file, whose saved edits are replayed
-        next) is gone: its steps leave the window's history, its autosaved edits stay."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self._document is not None and callable(forget):
-            forget(self._document)
-
     def _fill_layers(self) -> None:
         self.layer_tree.blockSignals(True)
         self.layer_tree.clear()
@@ -426,20 +383,23 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     # -- layers and overlays --------------------------------------------------------------
 
-    @command("Cannot show the layer")
-    def set_layer_visible(self, name: str, visible: bool) -> None:
-        self.model.set_layer(name, visible=visible)
+    def set_layer_visible(self, name: str, visible: bool) -> bool:
+        return self._run("routing.show_layer", layer=name, visible=visible)
 
-    @command("Cannot colour the layer")
-    def set_layer_colour(self, name: str, colour: str) -> None:
-        self.model.set_layer(name, colour=colour)
+    def set_layer_colour(self, name: str, colour: str) -> bool:
+        return self._run("routing.colour_layer", layer=name, colour=colour)
+
+    def set_overlay(self, name: str, on: bool) -> bool:
+        return self._run("routing.overlay", name=name, on=on)
 
     @command("Cannot draw the overlay")
-    def set_overlay(self, name: str, on: bool) -> None:
+    def show_overlay(self, name: str, on: bool) -> None:
+        """Draw or hide an overlay (``routing.overlay``), its check box kept in step."""
         box = self.overlay_boxes[name]
         if box.isChecked() != bool(on):
-            box.setChecked(bool(on))  # calls back here through toggled
-            return
+            box.blockSignals(True)
+            box.setChecked(bool(on))
+            box.blockSignals(False)
         self.canvas.set_overlay(name, on)
         if name == "congestion":
             self._label_congestion()
@@ -453,10 +413,10 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             text += f" (0 to {demand.max():.2f} {unit})"
         self.overlay_boxes["congestion"].setText(text)
 
-    def _on_layer_item(self, item: QTreeWidgetItem, column: int) -> None:
-        if column == 0:
-            self.set_layer_visible(item.text(0),
-                                   item.checkState(0) == Qt.CheckState.Checked)
+    def _layer_item_args(self, item: QTreeWidgetItem, column: int) -> dict | None:
+        if column != 0:
+            return None
+        return {"layer": item.text(0), "visible": item.checkState(0) == Qt.CheckState.Checked}
 
     def _on_layer_double_click(self, item: QTreeWidgetItem, column: int) -> None:
         if column != 1:
@@ -494,26 +454,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.net_list.blockSignals(False)
         return names
 
-    def _select_first_hit(self) -> None:
-        if self.net_list.count():
-            self.select_net(self.net_list.item(0).text())
+    def _first_hit_args(self) -> dict | None:
+        return {"net": self.net_list.item(0).text()} if self.net_list.count() else None
 
-    def _on_net_item(self, item: QListWidgetItem | None, _previous) -> None:
-        if item is not None:
-            self.select_net(item.text())
-
-    @command("Cannot select the net")
-    def select_net(self, name: str | None, focus: bool = True) -> None:
-        if name is None:
-            self.model.select(None)
-            return
-        try:
-            index = self.model.select_name(name)
-        except KeyError as exc:
-            self.status.setText(str(exc.args[0]))
-            return
-        if focus:
-            self.canvas.focus_net(index)
+    def select_net(self, name: str | None, focus: bool = True) -> bool:
+        return self._run("routing.select_net", net=name, focus=focus)
 
     def _on_selected(self) -> None:
         self.element, self.pending_start = None, None
@@ -693,17 +638,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                    self.model.design.layer_names}
         index = self.model.net_at(x, y, tolerance_um, visible)
         if index is not None:
-            self.model.select(index)
+            self.select_net(self.model.design.nets[index].name, focus=False)
 
     # -- edits -----------------------------------------------------------------------------
-
-    def push(self, command) -> bool:
-        try:
-            self.host.push_edit(self.model.document, command, self.model)
-        except (ValueError, KeyError) as exc:
-            self.host.show_error("Cannot edit the net", str(exc))
-            return False
-        return True
 
     def _picked(self) -> tuple[str, list] | None:
         """The pick a command may act on: None (said in the status line) when there is none
@@ -726,27 +663,53 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if self.model.last_check is not None:
             self._show_checks(self.model.last_check)
 
-    @command("Cannot move")
-    def move_by_boxes(self) -> bool:
+    def _pick_args(self, verb: str, dx: int = 0, dy: int = 0) -> tuple[str, dict] | None:
+        """The command on the picked wire or via (``routing.<verb>_wire|via``) and the
+        arguments naming it; a move by (dx, dy) dbu."""
+        picked = self._picked()
+        if picked is None:
+            return None
+        kind, row = picked
+        net = self.model.design.nets[self.model.selected].name
+        if kind == "segment":
+            command_id, args = f"routing.{verb}_wire", wire_args(self.state, net, row)
+        else:
+            command_id, args = f"routing.{verb}_via", via_args(self.state, net, row)
+        if verb == "move":
+            scale = self.model.design.dbu_per_micron
+            args.update({k: v for k, v in (("dx_um", dx / scale), ("dy_um", dy / scale)) if v})
+        return command_id, args
+
+    def _move_by_boxes_args(self) -> tuple[str, dict] | None:
         """"Move picked": by the dx and dy boxes, on the manufacturing grid."""
         if self.model.design is None:
             self.status.setText(PICK_FIRST)
-            return False
-        return self.move_element(self.model.snap(self.dx_box.value()),
-                                 self.model.snap(self.dy_box.value()))
+            return None
+        if self._picked() is None:
+            return None
+        dx, dy = self.model.snap(self.dx_box.value()), self.model.snap(self.dy_box.value())
+        if dx == 0 and dy == 0:
+            self.status.setText("Set dx or dy (µm) first: the move is zero.")
+            return None
+        return self._pick_args("move", dx, dy)
 
-    @command("Cannot move")
+    def _delete_args(self) -> tuple[str, dict] | None:
+        return self._pick_args("delete")
+
+    def _run_pick(self, found: tuple[str, dict] | None) -> bool:
+        return found is not None and self._run(found[0], **found[1])
+
+    def move_by_boxes(self) -> bool:
+        return self._run_pick(self._move_by_boxes_args())
+
     def move_element(self, dx: int, dy: int) -> bool:
         """Move the picked segment or via by (dx, dy) dbu; the pick moves with it."""
-        picked = self._picked()
-        if picked is None or (dx == 0 and dy == 0):
+        if dx == 0 and dy == 0:
             return False
-        return self.push(self.model.move_command(*picked, dx, dy))
+        return self._run_pick(self._pick_args("move", dx, dy))
 
-    @command("Cannot delete")
     def delete_element(self) -> bool:
-        picked = self._picked()
-        return picked is not None and self.push(self.model.delete_command(*picked))
+        return self._run_pick(self._delete_args())
 
     def _can_add(self) -> bool:
         if self.model.design is None or self.model.selected is None:
@@ -754,17 +717,21 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             return False
         return True
 
-    @command("Cannot add the wire")
     def add_segment(self, layer: str, start: tuple[int, int], end: tuple[int, int]) -> bool:
+        """A wire of the selected net between two points in dbu (``routing.add_wire``)."""
         if start == end or not self._can_add():
             return False
-        return self.push(self.model.add_segment_command(layer, start, end))
+        scale = self.model.design.dbu_per_micron
+        return self._run("routing.add_wire", net=self.model.design.nets[self.model.selected].name,
+                         layer=layer, from_um=[v / scale for v in start],
+                         to_um=[v / scale for v in end])
 
-    @command("Cannot add the via")
     def add_via(self, via: str, at: tuple[int, int]) -> bool:
         if not via or not self._can_add():
             return False
-        return self.push(self.model.add_via_command(via, at))
+        scale = self.model.design.dbu_per_micron
+        return self._run("routing.add_via", net=self.model.design.nets[self.model.selected].name,
+                         via=via, at_um=[v / scale for v in at])
 
     def _on_wiring(self, net: int, moved: list) -> None:
         """Every change of wiring, the panel's own edits and the history's undo and redo
@@ -891,68 +858,48 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 + ". Overlay 'guides' shows the selected net's; 'guides of all nets' every "
                   "net's.")
 
-    @command("Cannot route")
-    def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
-        """Submit ``chipstar.route`` on the chosen nets of this design (its edits included:
-        an edited design is written to the workspace first)."""
-        model = self.model
-        if model.design is None or model.lef_path is None:
-            self.host.show_error("Cannot route", "open a DEF and its LEF first")
-            return False
-        router = router or self.router_box.currentText()
-        if nets is None:
-            typed = [n.strip() for n in self.route_nets_edit.text().split(",") if n.strip()]
-            nets = typed or ([model.design.nets[model.selected].name]
-                             if model.selected is not None else [])
-        if not nets:
-            self.host.show_error("Cannot route", "select a net or name the nets to route")
-            return False
-        try:
-            inputs = {"def": self._design_for_engine(), "lef": model.lef_path}
-        except OSError as exc:
-            self.host.show_error("Cannot route", f"cannot write the edited design: {exc}")
-            return False
-        if router == "learned":
-            if not self.checkpoint_edit.text().strip():
-                self.host.show_error("Cannot route", "the learned router needs a checkpoint "
-                                     "(from chipstar.train with source=def)")
-                return False
-            inputs["checkpoint"] = self.checkpoint_edit.text().strip()
-        params = {"router": router, "nets": ",".join(nets)}
-        self.route_status.setText(f"Submitting {ROUTE_METHOD} ({router}) on {len(nets)} "
-                                  "net(s)…")
-        self.jobs.submit(ROUTE_METHOD, params, inputs)
-        return True
+    def _route_args(self) -> dict:
+        """The route form as ``routing.route``'s arguments (typed nets, else the selected)."""
+        typed = [n.strip() for n in self.route_nets_edit.text().split(",") if n.strip()]
+        return {"nets": typed, "router": self.router_box.currentText(),
+                "checkpoint": self.checkpoint_edit.text().strip()}
 
-    def _design_for_engine(self) -> str:
-        """The open DEF's path, or (after edits) a copy written to the workspace (a host
-        without one: the temporary folder; never beside the user's own design files)."""
-        design = self.model.design
-        if not self.model.edited:
-            return design.path
-        workspace = getattr(self.host, "workspace_path", None)
-        folder = Path(workspace()) / "routing" if callable(workspace) else \
-            Path(tempfile.gettempdir()) / "studio-routing"
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / f"{Path(design.path).stem}-edited.def"
-        self.model.save(target)
-        return str(target)
+    def route(self, router: str | None = None, nets: list[str] | None = None) -> bool:
+        """Submit ``chipstar.route`` on the chosen nets (``routing.route``)."""
+        args = self._route_args()
+        if router is not None:
+            args["router"] = router
+        if nets is not None:
+            args["nets"] = list(nets)
+        return self._run("routing.route", **args)
+
+    def _submit_route(self, method: str, params: dict, inputs: dict) -> None:
+        self.route_status.setText(f"Submitting {ROUTE_METHOD} ({params['router']}) on "
+                                  f"{len(params['nets'].split(','))} net(s)…")
+        self.jobs.submit(method, params, inputs)
 
     def _on_result(self, job: str, method: str, outputs: dict) -> None:
         if outputs.get("def"):
             run_dir = Path(self.host.run_dir(job))
             if self.load_prediction(run_dir / outputs["def"]):
-                self.prediction_run = run_dir
+                self.state.prediction_run = run_dir
 
     # -- the 3-D stack and export ----------------------------------------------------------
 
     def set_3d(self, on: bool) -> bool:
-        """The layer stack in 3-D in place of the canvas (False: no OpenGL here)."""
+        """The layer stack in 3-D in place of the canvas (``routing.view_3d``; False: no
+        OpenGL here, said to the user)."""
+        return self._run("routing.view_3d", on=on)
+
+    def show_3d(self, on: bool) -> str:
+        """Show the 3-D stack (or the canvas); the problem when there is no OpenGL, else ''."""
         if self.stack_box.isChecked() != bool(on):
+            self.stack_box.blockSignals(True)
             self.stack_box.setChecked(bool(on))
+            self.stack_box.blockSignals(False)
         if not on:
             self.views.setCurrentWidget(self.canvas)
-            return True
+            return ""
         if self.stack_view is None:
             try:
                 from panels.routing.stack3d import LayerStackView
@@ -963,14 +910,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                     raise RuntimeError(problem)
                 self.stack_view = LayerStackView()
             except Exception as exc:  # no OpenGL here: the 2-D canvas remains
+                self.stack_box.blockSignals(True)
                 self.stack_box.setChecked(False)
-                self.host.show_error("3-D view unavailable", f"{type(exc).__name__}: {exc}")
-                return False
+                self.stack_box.blockSignals(False)
+                return f"{type(exc).__name__}: {exc}"
             self.views.addWidget(self.stack_view)
         if self.model.design is not None:
             self.stack_view.set_model(self.model)
         self.views.setCurrentWidget(self.stack_view)
-        return True
+        return ""
 
     def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
                       caption: bool = False) -> Path:
@@ -980,8 +928,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         file's name when there is nothing to draw or it cannot be written (Ctrl+E says so)."""
         if self.model.design is None:
             raise ValueError(f"{path}: open a DEF first: there is no layout to draw")
-        self.views.setCurrentWidget(self.canvas)  # the figure is the 2-D canvas
-        self.stack_box.setChecked(False)
+        self.show_3d(False)  # the figure is the 2-D canvas
         with self.canvas.legend_shown() as legend:
             record = self.figure_provenance(legend)
             # its holder is drawn: pyqtgraph's view replaces QWidget.render with the scene's
@@ -1001,8 +948,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 "overlays": [name for name, on in canvas.overlay_on.items() if on],
                 "edited": model.edited,
                 "legend": [name for name, _colour in legend or canvas.legend_entries()]}
-        runs = [provenance.run_entry(self.prediction_run)] if self.prediction_run else []
-        return provenance.record(self._sources(), view, runs)
+        run = self.state.prediction_run
+        runs = [provenance.run_entry(run)] if run else []
+        return provenance.record(self.state.sources(), view, runs)
 
     def info_line(self) -> str:
         """The information line under a figure: the design, the net and its statistics."""
@@ -1014,15 +962,6 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             line += (f"; net {stats.name}: {stats.segments} segments, {stats.vias} vias, "
                      f"{stats.wirelength_um:.2f} µm of wire, {stats.pins} pins")
         return line
-
-    def _sources(self) -> list[str]:
-        """The files the view is made of: the DEF, its LEF, a compared DEF, route guides."""
-        model = self.model
-        found = [model.design.path] if model.design is not None else []
-        found += [model.lef_path] if model.lef_path else []
-        found += [model.prediction.path] if model.prediction is not None else []
-        found += [model.guides.path] if model.guides is not None else []
-        return found
 
     # -- dialogs ---------------------------------------------------------------------------
 
@@ -1057,7 +996,6 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._ask("Save route guides", "Route guides (*.guide)", self.save_guides, save=True,
                   suffix="guide")
 
-    @command("Export failed")
     def _choose_export(self) -> None:
         if self.model.design is None:
             self.status.setText("Open a DEF first: there is no layout to export.")
@@ -1065,13 +1003,104 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         name = f"{self.model.design.name or 'design'}-routes.png"
         choice = ask_export(self, "Export the route canvas", name, self.info_line())
         if choice is not None:
-            written = self.export_figure(choice.path, choice.dpi, choice.caption)
-            self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")
+            self._run("routing.export_figure", path=str(choice.path), dpi=choice.dpi,
+                      caption=choice.caption)
 
     def _choose_checkpoint(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Route transformer checkpoint")
         if folder:
             self.checkpoint_edit.setText(folder)
+
+    # -- sessions (issue 39): what is open and how it is shown -----------------------------
+
+    def view_state(self) -> dict:
+        """The view as JSON: files by path, the selected net, zoom window, layers' styles,
+        overlays, the tab, click mode and form fields (``restore_view_state`` reads it)."""
+        model = self.model
+        state: dict = {"tab": self.tabs.tabText(self.tabs.currentIndex()),
+                       "mode": self.mode_box.currentText(),
+                       "search": self.search_edit.text(),
+                       "overlays": [name for name, on in self.canvas.overlay_on.items() if on],
+                       "view_3d": self.views.currentWidget() is not self.canvas,
+                       "route": self._route_args()}
+        if model.design is None:
+            return state
+        state.update({
+            "def": model.design.path, "lef": model.lef_path,
+            "compare": model.prediction.path if model.prediction is not None else None,
+            "guides": model.guides.path if model.guides is not None else None,
+            "net": model.design.nets[model.selected].name if model.selected is not None
+            else None,
+            "window_um": self.canvas.window_um(),
+            "layers": {s.name: {"visible": s.visible, "colour": s.colour}
+                       for s in model.styles},
+            "wire_layer": self.layer_box.currentText(), "via": self.via_box.currentText()})
+        return state
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way; a sentence for each part
+        that could not be restored (a file gone, a net or layer this design lacks)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args) -> bool:
+            try:
+                with self.commands.nested():  # restoring a session is not the user's command
+                    self.commands.run(command_id, **args)
+            except CommandError as exc:
+                problems.append(str(exc))
+                return False
+            return True
+
+        if state.get("def"):
+            run("routing.open_design", def_path=str(state["def"]),
+                lef_path=str(state["lef"]) if state.get("lef") else None)
+        opened = self.model.design is not None and state.get("def")
+        if opened:
+            for key, command_id in (("compare", "routing.compare"),
+                                    ("guides", "routing.open_guides")):
+                if state.get(key):
+                    run(command_id, path=str(state[key]))
+            for layer, style in dict(state.get("layers") or {}).items():
+                if run("routing.show_layer", layer=layer, visible=bool(style.get("visible"))):
+                    run("routing.colour_layer", layer=layer, colour=str(style.get("colour")))
+            if state.get("net"):
+                run("routing.select_net", net=str(state["net"]), focus=False)
+        for name in self.overlay_boxes:
+            wanted = name in (state.get("overlays") or [])
+            if wanted != self.canvas.overlay_on[name]:
+                run("routing.overlay", name=name, on=wanted)
+        unknown = set(state.get("overlays") or []) - set(self.overlay_boxes)
+        problems += [f"routing: no overlay {name!r}" for name in sorted(unknown)]
+        self._restore_widgets(state, problems)
+        window = state.get("window_um")
+        if opened and isinstance(window, dict):
+            try:
+                (x0, x1), (y0, y1) = window["x"], window["y"]
+                self.canvas.box.setRange(QRectF(x0, y0, x1 - x0, y1 - y0), padding=0)
+            except (KeyError, TypeError, ValueError):
+                problems.append(f"routing: the zoom window {window!r} is not x/y ranges")
+        if state.get("view_3d"):
+            run("routing.view_3d", on=True)
+        return problems
+
+    def _restore_widgets(self, state: dict, problems: list[str]) -> None:
+        """The tab, click mode, search text, route form and the edit boxes' choices."""
+        for key, box in (("mode", self.mode_box), ("wire_layer", self.layer_box),
+                         ("via", self.via_box), ("router", self.router_box)):
+            value = state.get(key) if key != "router" else (state.get("route") or {}).get(key)
+            if not value:
+                continue
+            if box.findText(str(value)) < 0:
+                problems.append(f"routing: no {key.replace('_', ' ')} {value!r} to choose")
+            else:
+                box.setCurrentText(str(value))
+        tabs = [self.tabs.tabText(i) for i in range(self.tabs.count())]
+        if state.get("tab") in tabs:
+            self.tabs.setCurrentIndex(tabs.index(state["tab"]))
+        self.search_edit.setText(str(state.get("search") or ""))
+        route = state.get("route") or {}
+        self.route_nets_edit.setText(", ".join(route.get("nets") or []))
+        self.checkpoint_edit.setText(str(route.get("checkpoint") or ""))
 
     # -- drag and drop, lifetime -----------------------------------------------------------
 
@@ -1080,7 +1109,6 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if not self._edit_key(event.key()):
             super().keyPressEvent(event)
 
-    @command("Cannot edit the net")
     def _edit_key(self, key: int) -> bool:
         """Whether the key was an edit of the pick (done or refused)."""
         if self.element is None:
@@ -1118,4 +1146,16 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def shutdown(self) -> None:
         self.worker.stop()
         self.jobs.close()
-        self._leave_document()  # an undo after closing must not rewrite a hidden design
+        self.state.leave_document()  # an undo after closing must not rewrite a hidden design
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
+
+
+def _registry(host: Any) -> CommandRegistry:
+    """The window's registry with the routing commands in it; a host without one (tests, a
+    panel shown alone) gets a registry of the panel's own that reports through the host."""
+    registry = getattr(host, "commands", None)
+    if registry is None:
+        registry = CommandRegistry()
+        registry.on_error = host.show_error
+    return register(registry)

@@ -1,10 +1,13 @@
-"""The boundary of a panel's user commands (buttons, keys, table edits, job results).
+"""The error boundary of a panel's Qt slots that are not (yet) commands.
 
-An exception raised in a Qt slot reaches the event loop, which only prints it: the user sees
-nothing, the panel is left half-done, and the log has no trace. ``command(title)`` wraps a
-panel method so that whatever it raises is logged (``studio.log``), said in the panel's status
-line and shown by the host, and the method returns ``None``. Qt still sees the method's own
-signature (``functools.wraps``), so signals pass it the arguments it takes.
+A panel's actions are registered commands (``studio.commands``), run from widgets through
+``registry.trigger``, which is the boundary for them: a refusal or a bug is logged, reported and
+never raised into Qt. This decorator is the same boundary, through the same reporting
+(``studio.commands.say``), for slots that only draw (a hover, a timer's redraw) and for the
+panels whose actions have not moved onto commands yet: ``command(title)`` wraps a panel method
+so that whatever it raises is logged (``studio.log``), said in the panel's status line and
+shown by the host, and the method returns ``None``. Qt still sees the method's own signature
+(``functools.wraps``), so signals pass it the arguments it takes.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from studio.commands import failure_message, say
 
 log = logging.getLogger("studio.panels")
 
@@ -31,7 +36,7 @@ def command(title: str) -> Callable[[Method], Method]:
                 return method(panel, *args, **kwargs)
             except Exception as exc:
                 log.exception("%s (%s.%s)", title, type(panel).__name__, method.__name__)
-                report(panel, title, f"{type(exc).__name__}: {exc}")
+                report(panel, title, failure_message(exc))
                 return None
 
         return guarded  # type: ignore[return-value]
@@ -46,6 +51,6 @@ def report(panel: Any, title: str, message: str) -> None:
         status = getattr(panel, "status", None)
         if status is not None:
             status.setText(f"{title}: {message}")
-        panel.host.show_error(title, message)
     except Exception:
         log.exception("could not report %r", title)
+    say(getattr(getattr(panel, "host", None), "show_error", None), title, message)

@@ -187,15 +187,15 @@ def test_an_unexpected_error_in_a_command_is_reported_not_raised(small, history_
     small.click(4.0, 1.4, 0.2)
     assert small.element is not None
 
-    def broken(*_args):
+    def broken(*_args, **_kwargs):
         raise RuntimeError("broken on purpose")
 
     monkeypatch.setattr(small.model, "delete_command", broken)
     QTest.mouseClick(small.delete_button, LEFT)
     assert history_host.errors and "broken on purpose" in history_host.errors[-1][1]
     assert "broken on purpose" in small.status.text()
-    assert any(r.name == "studio.panels" and r.exc_info  # the shared command boundary's
-               and "RoutingPanel.delete_element" in r.getMessage() for r in caplog.records)
+    assert any(r.name == "studio.commands" and r.exc_info  # the registry's boundary
+               and "routing.delete_wire failed" in r.getMessage() for r in caplog.records)
     assert history_host.history.stack.count() == 0
 
 
