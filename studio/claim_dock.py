@@ -14,6 +14,7 @@ of the paper's reproduce method, read from the workspace off the main thread.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +52,8 @@ REPRODUCE_SUFFIX = ".reproduce"
 MAX_CLAIM_FILE_BYTES = 64 * 2**20  # a claim is a few kB; a bigger file is not one
 PAPER_ROLE = Qt.ItemDataRole.UserRole
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
+DOCK_WIDTH_PX = 580   # the claim view's forest and quote columns need about this much
+PAPER_ROWS_SHOWN = 6  # the paper list grows to this many rows, then scrolls
 
 
 def reproduce_methods(methods: list[dict]) -> dict[str, dict]:
@@ -93,7 +97,9 @@ def latest_claim(workspace: Any, paper: str, method_id: str) -> LatestClaim:
         return LatestClaim(paper)
     run = runs[0]
     folder = Path(run["run_dir"])
-    found = LatestClaim(paper, run["id"], str(run.get("created") or ""))
+    created = run.get("created")
+    found = LatestClaim(paper, run["id"], time.strftime("%Y-%m-%d %H:%M", time.localtime(
+        float(created))) if isinstance(created, (int, float)) else str(created or ""))
     problems = []
     for path, pick in ((folder / "result.json", lambda data: (data.get("outputs") or {})
                         .get("claim")), (folder / "artifacts" / "claim.json", lambda data: data)):
@@ -127,13 +133,16 @@ class ClaimDock(QWidget):
         self.heading = QLabel()
         self.heading.setWordWrap(True)
         self.papers = QListWidget()
-        self.papers.setMaximumHeight(110)
         self.papers.currentItemChanged.connect(lambda *_args: self._show_selected())
         self.run_label = QLabel()
         self.run_label.setWordWrap(True)
         self.run_label.setStyleSheet("color: #808080;")
         self.run_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.claim_view = ClaimView()
+        self.claim_area = QScrollArea()  # a long claim scrolls rather than squeezing its rows
+        self.claim_area.setWidgetResizable(True)
+        self.claim_area.setFrameShape(QScrollArea.Shape.NoFrame)
+        self.claim_area.setWidget(self.claim_view)
         self.reproduce_button = QPushButton("Reproduce…")
         self.reproduce_button.setToolTip("run the paper's reproduction with a profile's "
                                          "settings (the verdict shows here when it ends)")
@@ -158,7 +167,7 @@ class ClaimDock(QWidget):
         layout.addWidget(self.heading)
         layout.addWidget(self.papers)
         layout.addWidget(self.run_label)
-        layout.addWidget(self.claim_view, 1)
+        layout.addWidget(self.claim_area, 1)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         self._set_buttons()
@@ -241,9 +250,14 @@ class ClaimDock(QWidget):
                 item.setForeground(colour)
             self.papers.addItem(item)
         self.papers.setVisible(len(papers) > 1)
+        shown = min(len(papers), PAPER_ROWS_SHOWN)
+        self.papers.setFixedHeight(self.papers.sizeHintForRow(0) * shown
+                                   + 2 * self.papers.frameWidth() if shown else 0)
         rows = [self.papers.item(i).data(PAPER_ROLE) for i in range(self.papers.count())]
-        self.papers.setCurrentRow(rows.index(selected) if selected in rows else 0
-                                  if rows else -1)
+        with_claims = [paper for paper in rows if (claims.get(paper) or LatestClaim(paper))
+                       .claim is not None]
+        chosen = selected if selected in rows else (with_claims or rows or [None])[0]
+        self.papers.setCurrentRow(rows.index(chosen) if chosen in rows else -1)
         self.papers.blockSignals(False)
         self._show_selected()
 
@@ -254,6 +268,7 @@ class ClaimDock(QWidget):
     def _show_selected(self) -> None:
         paper = self.selected_paper()
         latest = self.claims.get(paper) if paper else None
+        self.claim_area.setVisible(latest is not None and latest.claim is not None)
         if latest is not None and latest.claim is not None:
             self.claim_view.set_claim(latest.claim)
             self.run_label.setText(f"{paper} · run {latest.run_id} · {latest.created}")
@@ -327,7 +342,17 @@ def install_claim_dock(window: Any) -> QDockWidget:
         if dock.isVisible():
             content.refresh()
 
-    dock.visibilityChanged.connect(lambda visible: visible and content.refresh())
+    sized = []
+
+    def shown(visible: bool) -> None:
+        if not visible:
+            return
+        if not sized and not dock.isFloating():  # the first time: wide enough to read
+            sized.append(True)
+            window.resizeDocks([dock], [DOCK_WIDTH_PX], Qt.Orientation.Horizontal)
+        content.refresh()
+
+    dock.visibilityChanged.connect(shown)
     window.tabs.currentChanged.connect(refresh_if_shown)
     window.bridge.methods_changed.connect(refresh_if_shown)
     window.bridge.jobs.listen(_when_a_reproduction_ends(refresh_if_shown))

@@ -52,6 +52,7 @@ FOREST_COLUMN_PX = 240
 QUOTE_COLUMN_PX = 220
 INDENT = "    "
 ROW_MIN_PX = 34
+TABLE_MIN_PX = 150  # the header and three rows, however long the notes below
 FOREST_ROLE = Qt.ItemDataRole.UserRole + 1
 PROFILES = ("smoke", "cpu", "gpu")  # engine.api.PROFILES (the GUI does not import pydantic)
 PROFILE_HINTS = {"smoke": "tiny sizes, seconds: the numbers, no verdict",
@@ -252,6 +253,7 @@ class ClaimView(QWidget):
         self.table.verticalHeader().setMinimumSectionSize(ROW_MIN_PX)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setWordWrap(True)
+        self.table.setMinimumHeight(TABLE_MIN_PX)
         self.table.setItemDelegateForColumn(FOREST, ForestDelegate(self.table))
         columns = self.table.horizontalHeader()
         columns.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
@@ -452,8 +454,17 @@ def units_text(units: list[dict]) -> str:
 # -- what every place that offers a reproduction shares --------------------------------------
 
 def settings_text(settings: dict) -> str:
-    """A profile's settings on one line: ``seeds 3, steps 2000``."""
-    return ", ".join(f"{name} {format_value(value)}" for name, value in settings.items())
+    """A profile's settings on one line: ``seeds 3; steps 2000; tasks a, b``."""
+    return "; ".join(f"{name} {setting_value(value)}" for name, value in settings.items())
+
+
+def setting_value(value: Any) -> str:
+    """A setting as the form shows it: integers whole, lists as their items."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(setting_value(item) for item in value) or "none"
+    return format_value(value)
 
 
 def exploratory_text(overrides: dict, settings: dict, profile: str) -> str:
@@ -461,8 +472,8 @@ def exploratory_text(overrides: dict, settings: dict, profile: str) -> str:
     profile's value; empty when the form keeps the profile's settings."""
     if not overrides:
         return ""
-    changes = ", ".join(f"{name} changed ({format_value(value)}; the {profile} profile has "
-                        f"{format_value(settings.get(name))})"
+    changes = ", ".join(f"{name} changed ({setting_value(value)}; the {profile} profile has "
+                        f"{setting_value(settings.get(name))})"
                         for name, value in overrides.items())
     return (f"Exploratory: {changes}. The claim will be marked exploratory, never the "
             "paper's verdict.")

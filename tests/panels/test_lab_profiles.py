@@ -57,12 +57,12 @@ def test_the_profile_choice_shows_each_profile_s_settings(lab):
     assert lab.profile_box.currentText() == "cpu"
     assert "smoke" not in lab.form.values()  # the profile choice replaced the smoke box
     assert lab.form.values() == {"profile": "cpu", "seeds": 5, "steps": 1000}
-    assert lab.settings_label.text() == "cpu profile: seeds 5, steps 1000"
+    assert lab.settings_label.text() == "cpu profile: seeds 5; steps 1000"
     tips = [lab.profile_box.itemData(i, Qt.ItemDataRole.ToolTipRole) for i in range(3)]
-    assert "seeds 2, steps 10" in tips[0] and "seeds 10, steps 5000" in tips[2]
+    assert "seeds 2; steps 10" in tips[0] and "seeds 10; steps 5000" in tips[2]
     lab.profile_box.setCurrentText("gpu")  # choosing a profile chooses its settings
     assert lab.form.values() == {"profile": "gpu", "seeds": 10, "steps": 5000}
-    assert lab.settings_label.text() == "gpu profile: seeds 10, steps 5000"
+    assert lab.settings_label.text() == "gpu profile: seeds 10; steps 5000"
     assert lab.exploratory_label.isHidden()
     lab.form.set_values({"profile": "smoke"})  # the form's own profile field: the same choice
     assert lab.profile_box.currentText() == "smoke" and lab.model.profile == "smoke"
