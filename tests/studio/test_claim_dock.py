@@ -150,3 +150,22 @@ def test_a_finished_reproduction_refreshes_the_dock(window_with_dock, qtbot):
     window.bridge.jobs.apply({"type": "job_state", "job": run_id,
                               "content": {"state": "succeeded", "reason": ""}})
     qtbot.waitUntil(lambda: content.claim_view.verdict() == "PASS", timeout=10_000)
+
+
+def test_open_report_through_the_engine_writes_and_opens_the_paper_s_page(ready_window, qtbot,
+                                                                         monkeypatch):
+    window = ready_window
+    add_reproduction(window.workspace, "scicl", claim("scicl", "PASS"))
+    install_claim_dock(window).show()
+    window.open_panel("dialogue")
+    content = window.claim_dock
+    qtbot.waitUntil(lambda: content.claim_view.claim is not None, timeout=30_000)
+    opened: list[str] = []
+    monkeypatch.setattr(claim_view, "open_in_browser", lambda path: opened.append(path) or True)
+    content.report_button.click()
+    qtbot.waitUntil(lambda: bool(opened) or content.status.text().startswith("No report"),
+                    timeout=120_000)
+    assert opened, content.status.text()
+    page = Path(opened[0])
+    assert page == Path(window.workspace.root) / "reports" / "scicl" / "index.html"
+    assert "scicl" in page.read_text(encoding="utf-8")
