@@ -29,8 +29,7 @@ from typing import Any
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QUndoCommand, QUndoStack
 
-from engine.content import content_hash
-from studio.documents import document_file, identity
+from studio.documents import document_file, document_hash, identity
 
 log = logging.getLogger("studio.undo")
 
@@ -272,7 +271,7 @@ class EditHistory(QObject):
         if file is None:  # nothing on disk (yet): keyed as typed
             found = _Identity(document)
         else:
-            digest = content_hash(file.path, self.workspace)
+            digest = document_hash(file.path, self.workspace)
             records = [r for r in self.workspace.documents(file.kind) if not r["aside"]]
             match = next((r for r in records
                           if digest in (r["opened_hash"], r["last_hash"])), None)
@@ -352,7 +351,7 @@ class EditHistory(QObject):
                 # the file as it is after this edit (a scene rewrites itself on every edit)
                 self.workspace.put_document(found.key, found.kind, str(found.path),
                                             found.opened_hash,
-                                            content_hash(found.path, self.workspace))
+                                            document_hash(found.path, self.workspace))
         except Exception:  # a full disk must not take the edit away from the user
             log.exception("autosave of %s failed", document)
 

@@ -224,3 +224,51 @@ def test_saved_edits_that_do_not_fit_leave_the_model_as_read_and_are_kept_aside(
     assert [entry.flag for entry in model.entries] == ["", "", ""]  # the first two reverted
     assert [r["aside"] for r in workspace.documents("molecules")] == [1]
     assert state(opened(EditHistory(workspace), path)) == [(e.smiles, "") for e in model.entries]
+
+
+class _Watchdog:
+    """A 10 ms QTimer on the main thread: it ticks only while the event loop runs."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        self.ticks = 0
+        self.timer = QTimer()
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    def _tick(self) -> None:
+        self.ticks += 1
+
+
+def test_hashing_a_big_new_document_does_not_block_the_main_thread(
+        qapp, workspace, tmp_path, monkeypatch) -> None:
+    """Review of issue 22: the first hash of a big file (about 1.2 s per GiB) ran on the Qt
+    main thread when the document was opened and when its edits were saved. It runs on a
+    worker now while the main thread keeps its timers going; a hash the cache knows needs no
+    worker."""
+    import threading
+    import time
+
+    import engine.content
+
+    path = tmp_path / "drugs.smi"
+    path.write_text(DRUGS)
+    hashed_on: list[bool] = []
+    real_hash = engine.content._file_hash
+
+    def slow_hash(file: Path, size: int) -> str:  # a GiB-sized read, in time
+        hashed_on.append(threading.current_thread() is threading.main_thread())
+        time.sleep(0.4)
+        return real_hash(file, size)
+
+    monkeypatch.setattr(engine.content, "_file_hash", slow_hash)
+    history = EditHistory(workspace)
+    watchdog = _Watchdog()
+    model = opened(history, path)
+    assert hashed_on == [False] and watchdog.ticks >= 10
+    triage(history, model)  # each save asks for the hash again: the cache answers
+    assert hashed_on == [False]
+    assert len(workspace.load_edits(history._identify(model.document)[0].key)) == 3
+    watchdog.timer.stop()
