@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import provenance
-from engine.atomic import write_bytes_atomic, write_json_atomic
+from engine.atomic import write_atomic, write_json_atomic
 from panels.sae.dashboard import FeatureDashboard
 from panels.sae.model import FeaturePage, SAEBrowserModel, decode
 from panels.widgets.commands import command
@@ -61,6 +63,7 @@ from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.token_text import TokenHeatView
+from studio.background import run_in_background
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from studio.widgets.plot_view import PlotSpecView
 from studio.widgets.schema import errors_from_message
@@ -691,19 +694,24 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     def export_sae(self, folder: str | os.PathLike) -> Path:
         """The shown SAE as an SAELens folder (its cfg.json, weights and bypass as trained)
-        with ``labels.json``; cfg.json and the labels get provenance sidecars."""
+        with ``labels.json``; cfg.json and the labels get provenance sidecars. The weights are
+        copied and hashed on a worker thread (they can be gigabytes): the status says
+        "Exporting" until it is done, then "Exported"; a failure is shown as an error."""
         source = self.model.sae_folder
         if source is None:
             raise ValueError("open a run or an SAE first")
-        target = Path(folder)
-        for file in sorted(source.iterdir()):
-            if file.is_file() and not file.name.endswith(provenance.SIDECAR_SUFFIX):
-                write_bytes_atomic(target / file.name, file.read_bytes())
-        provenance.write_sidecar(target / "cfg.json",
-                                 self.export_provenance({"export": "sae checkpoint"}))
-        self.export_labels(target / "labels.json")
-        self.status.setText(f"Exported {self.model.current_sae} to {target}")
+        target, name = Path(folder), self.model.current_sae
+        view = {"panel": "sae", "run_folder": str(self.model.run_dir), "sae": name}
+        write = partial(write_sae_folder, source, target, self.model.labels_json(),
+                        self.model.provenance_sources(), view, self.model.training_runs())
+        self.status.setText(f"Exporting {name} to {target}…")
+        run_in_background(write, lambda _: self.status.setText(f"Exported {name} to {target}"),
+                          lambda exc: self._export_failed(name, exc))
         return target
+
+    def _export_failed(self, name: str, error: Exception) -> None:
+        self.status.setText(f"Export of {name} failed")
+        self.host.show_error("Export failed", str(error))
 
     @command("Export failed")
     def choose_export_path(self) -> None:
@@ -751,6 +759,22 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.steering.close()
         self._unsubscribe()
         super().closeEvent(event)
+
+
+def write_sae_folder(source: Path, target: Path, labels: dict, sources: list[Path],
+                     view: dict, runs: list[dict]) -> Path:
+    """An SAE's checkpoint files copied into ``target`` (streamed, never whole in memory),
+    its ``labels.json``, and provenance sidecars for both (the sources hashed once). Runs on
+    a worker thread: it touches no widget."""
+    for file in sorted(source.iterdir()):
+        if file.is_file() and not file.name.endswith(provenance.SIDECAR_SUFFIX):
+            with open(file, "rb") as stream:
+                write_atomic(target / file.name, partial(shutil.copyfileobj, stream))
+    record = provenance.record(sources, {**view, "export": "sae checkpoint"}, runs)
+    provenance.write_sidecar(target / "cfg.json", record)
+    written = write_json_atomic(target / "labels.json", labels)
+    provenance.write_sidecar(written, {**record, "view": {**view, "export": "labels"}})
+    return target
 
 
 def _fmt(value: float) -> str:

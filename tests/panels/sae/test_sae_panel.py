@@ -281,7 +281,8 @@ def test_the_dashboard_is_drawn_for_the_page_with_every_context(panel, run_dir, 
         assert image.width() == 2 * figure.width() and image.height() > 2 * figure.height()
 
 
-def test_html_dashboard_labels_and_sae_exports_carry_provenance(panel, run_dir, tmp_path):
+def test_html_dashboard_labels_and_sae_exports_carry_provenance(panel, run_dir, tmp_path,
+                                                                qtbot):
     from engine import provenance
     from engine.io.sae import read_sae
 
@@ -296,10 +297,35 @@ def test_html_dashboard_labels_and_sae_exports_carry_provenance(panel, run_dir, 
         {"feature": 3, "label": "river words", "note": "seen near water"}]
     assert provenance.read(labels)["view"]["sae"] == "L0-bypass-s0"
     folder = panel.export_sae(tmp_path / "exported")
+    qtbot.waitUntil(lambda: panel.status.text().startswith("Exported"), timeout=10_000)
     assert read_sae(folder).weights["W_dec"].shape == (48, panel.model.sae.cfg["d_in"])
     cfg = provenance.read(folder / "cfg.json")
     assert cfg["runs"][0]["run_id"] == "r" and cfg["view"]["export"] == "sae checkpoint"
     assert provenance.read(folder / "labels.json")["sources"] == cfg["sources"]
+
+
+def test_the_sae_folder_export_reads_the_weights_off_the_main_thread(panel, run_dir, tmp_path,
+                                                                    qtbot, monkeypatch):
+    """Review of issue 22: the folder export read and wrote the weights on the Qt main
+    thread. They are copied on a worker; the panel says when the export is done."""
+    import threading
+
+    from engine import atomic
+
+    panel.open_path(run_dir)
+    copied_on: list[bool] = []
+    real_write = atomic.write_atomic
+
+    def watched_write(path, write):
+        copied_on.append(threading.current_thread() is threading.main_thread())
+        return real_write(path, write)
+
+    monkeypatch.setattr("panels.sae.view.write_atomic", watched_write)
+    folder = panel.export_sae(tmp_path / "exported")
+    assert panel.status.text().startswith("Exporting")
+    qtbot.waitUntil(lambda: panel.status.text().startswith("Exported"), timeout=10_000)
+    assert copied_on and not any(copied_on)
+    assert (folder / "cfg.json").is_file() and (folder / "labels.json").is_file()
 
 
 def test_opens_a_checkpoint_folder_and_a_bare_saelens_folder(panel, run_dir, tmp_path):
