@@ -267,11 +267,15 @@ class MoleculeSetModel:
     def load_invalid(self, path: str | os.PathLike) -> int:
         """Every sample of a file that holds no valid molecule (a run that generated none),
         each an entry marked invalid with why (the ``problem`` column): for inspection, and
-        an edit can mend one. Returns how many; ``FormatError`` when it lists no SMILES."""
-        samples = _raw_smiles(Path(path))
+        an edit can mend one. Returns how many; ``FormatError`` when it lists no SMILES.
+        The panel reads them with ``read_samples`` on a worker and shows them here with
+        ``show_samples``."""
+        return self.show_samples(path, read_samples(path))
+
+    def show_samples(self, path: str | os.PathLike, samples: list[Entry]) -> int:
+        """Samples read by ``read_samples`` as the set, for inspection; how many."""
         self.path = str(path)
-        self.entries = [Entry(smiles, name, location, props)
-                        for smiles, name, location, props in samples]
+        self.entries = samples
         self.problems = []
         self._reset(inspecting=True)
         return len(self.entries)
@@ -617,6 +621,13 @@ def _syntax_problem(smiles: str) -> str:
     if unclosed:
         return f"SMILES syntax: ring bond {', '.join(unclosed)} is never closed"
     return "SMILES syntax error"
+
+
+def read_samples(path: str | os.PathLike) -> list[Entry]:
+    """Every sample of a SMILES list or table, valid or not, as entries (no RDKit: safe on a
+    worker thread); ``FormatError`` when it lists no SMILES."""
+    return [Entry(smiles, name, location, props)
+            for smiles, name, location, props in _raw_smiles(Path(path))]
 
 
 def _raw_smiles(path: Path) -> list[tuple[str, str, str, dict]]:

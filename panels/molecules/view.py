@@ -103,8 +103,10 @@ from panels.molecules.model import (
     FLAGS,
     NUMBERING_COLUMNS,
     PROBLEM_COLUMN,
+    Entry,
     MoleculeSetModel,
     decode,
+    read_samples,
     smiles_problem,
 )
 from panels.molecules.numbering import (
@@ -836,17 +838,24 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.trajectory_sources = {}
         generation = self._read_generation(path) if ext == ".xyz" else None
         self.player.set_trajectory(None)
-        inspected = False
         try:
             self.model.load(path)
         except Exception as exc:  # FormatError and OSError name the file
-            inspected = inspect_invalid and self._load_invalid(path)
-            if not inspected and generation is None:
+            if inspect_invalid:  # every sample, read on a worker; the set opens when read
+                self._load_invalid(path, generation, str(exc))
+                return True
+            if generation is None:
                 self.host.show_error("Cannot open the molecules", str(exc))
                 return False
-            if not inspected:
-                self.model.load_records([], path)  # noise frames only: still a trajectory
-        self.topology_path = str(path) if ext == ".pdb" else ""
+            self.model.load_records([], path)  # noise frames only: still a trajectory
+        self._opened(path, generation)
+        return True
+
+    def _opened(self, path: str | os.PathLike, generation: Trajectory | None,
+                inspected: bool = False) -> None:
+        """What follows reading a set: its trajectory plays, its saved edits come back, and
+        the status says what was read (``inspected``: samples all marked invalid)."""
+        self.topology_path = str(path) if extension_of(Path(path)) == ".pdb" else ""
         trajectory = generation or sequence_trajectory(
             [e.record for e in self.model.entries], Path(path).name)
         self._play(trajectory)
@@ -862,16 +871,33 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                             + invalid
                             + (f"; {restored} saved edit(s) restored" if restored else "")
                             + played)
-        return True
 
-    def _load_invalid(self, path: str | os.PathLike) -> bool:
-        """Open every sample of a file without a valid molecule, for inspection."""
-        try:
-            self.model.load_invalid(path)
-        except FormatError:
-            return False
-        self.tabs.setCurrentIndex(TAB_TABLE)  # where the problem column is
-        return True
+    def _load_invalid(self, path: str | os.PathLike, generation: Trajectory | None,
+                      error: str) -> None:
+        """Every sample of a file without a valid molecule, for inspection: parsed on a
+        worker (a run's samples can be tens of MB); ``_show_invalid`` opens them."""
+        self.generation += 1  # a set opened meanwhile wins
+        self.status.setText(f"{Path(path).name}: no valid molecule; reading its samples…")
+
+        def read() -> tuple:
+            try:
+                return path, generation, error, read_samples(path)
+            except FormatError:  # not a list of samples either: the load's error stands
+                return path, generation, error, None
+
+        self.compute("samples", read)
+
+    def _show_invalid(self, path: str | os.PathLike, generation: Trajectory | None,
+                      error: str, samples: list[Entry] | None) -> None:
+        if samples is None and generation is None:
+            self.host.show_error("Cannot open the molecules", error)
+            return
+        if samples is None:
+            self.model.load_records([], path)  # noise frames only: still a trajectory
+        else:
+            self.model.show_samples(path, samples)
+            self.tabs.setCurrentIndex(TAB_TABLE)  # where the problem column is
+        self._opened(path, generation, inspected=samples is not None)
 
     def _open_name(self) -> str | None:
         """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
@@ -1137,6 +1163,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 self._exported(which, outcome)
             return
         if generation != self.generation:
+            return
+        if what == "samples":
+            self._show_invalid(*result)
             return
         if isinstance(result, Exception):
             self.status.setText(f"{what} failed: {result}")

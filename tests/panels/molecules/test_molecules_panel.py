@@ -339,10 +339,11 @@ def test_a_kcgm_run_never_replaces_the_set_being_triaged_unasked(panel, files):
     assert panel.smarts_edit.text() == "" and panel.hits_label.text() == ""
 
 
-def test_a_run_without_one_valid_molecule_opens_its_samples_marked_invalid(panel):
+def test_a_run_without_one_valid_molecule_opens_its_samples_marked_invalid(panel, qtbot):
     """Issue 20, finding 6: zero valid samples raised a modal error instead."""
     _job, made = finish_kcgm(panel, "model,smiles,valid\nkcgm,C1CC,False\n"
                                     "kcgm,CN(C)(C)(C)C,False\nkcgm,c1cccc1,False\n")
+    qtbot.waitUntil(lambda: panel.model.inspecting, timeout=10_000)  # read on a worker
     assert panel.host.errors == []
     assert panel.model.path == str(made) and len(panel.model.entries) == 3
     assert not any(entry.valid for entry in panel.model.entries)
