@@ -403,3 +403,84 @@ def exact_expectations_and_gradients(signs: np.ndarray, theta: np.ndarray,
         for grad, weights in zip(grads, kernel_weights_list, strict=True):
             grad[j] = 2.0 * weights @ weighted
     return values, grads, size * (probs**2).sum(axis=0)
+
+
+# -- trainability at scale (spec v2): adjoint gradients and enumerated expectations ----------
+
+def exact_mmd_gradients_adjoint(signs: np.ndarray, theta: np.ndarray, target_z: np.ndarray,
+                                kernel_weights_list: list[np.ndarray]
+                                ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """The same as ``exact_expectations_and_gradients`` at the cost of a few transforms instead
+    of two per parameter (reverse-mode differentiation of the state vector).
+
+    With psi = H e^{i phi} / 2^n, p = |psi|^2, Z = H p and c = 2 w (Z - t) per kernel, the
+    gradient is g_j = sum_x (H c)_x dp_x / dtheta_j; moving H onto the other side gives
+    g = -(2 / 2^n) Im(S^T (q o e^{i phi})), q = H((H c) o conj(psi)), S = ``signs``.
+    Returns (Z (2^n, B), [g (m, B) per kernel], 2^n sum_x p^2 (B,)).
+    """
+    size = signs.shape[0]
+    phases = np.exp(1j * (signs @ np.asarray(theta, dtype=np.float64)))
+    psi = walsh_hadamard(phases) / size
+    probs = np.abs(psi) ** 2
+    values = walsh_hadamard(probs)
+    residual = values - target_z[:, None]
+    grads = []
+    for weights in kernel_weights_list:
+        adjoint = walsh_hadamard(walsh_hadamard(2.0 * weights[:, None] * residual)
+                                 * np.conj(psi))
+        grads.append(-(2.0 / size) * np.imag(signs.T @ (adjoint * phases)))
+    return values, grads, size * (probs**2).sum(axis=0)
+
+
+def shifted_expectations(signs: np.ndarray, theta: np.ndarray, column: int) -> np.ndarray:
+    """Every exact <Z_a> (2^n, B) with theta_column shifted by pi/4: for a with ``column`` in
+    J_a, d<Z_a>/d theta_column = 2 <Z_a>(theta_column + pi/4) (one angle enters as
+    A cos 2 theta + B sin 2 theta)."""
+    size = signs.shape[0]
+    phases = signs @ np.asarray(theta, dtype=np.float64) + (math.pi / 4) * signs[:, column:column
+                                                                                 + 1]
+    return walsh_hadamard(np.abs(walsh_hadamard(np.exp(1j * phases)) / size) ** 2)
+
+
+def image_patterns(G_J: np.ndarray, max_rank: int = 16) -> np.ndarray | None:
+    """Every value of the map z -> G_J z over GF(2) (each taken equally often by uniform z), as
+    a (2^r, |J|) array of signs (-1)^{(G_J z)_j}; None when r = rank(G_J) exceeds ``max_rank``.
+
+    <Z_a> = E_z cos(2 sum_{j in J_a} theta_j s_j(z)) depends on z only through G_{J_a} z, so
+    averaging over these 2^r patterns gives <Z_a> exactly."""
+    columns = [int("".join(map(str, col[::-1])), 2) for col in np.asarray(G_J, dtype=np.uint8).T]
+    basis: list[int] = []
+    for value in columns:  # a basis of the column space by XOR elimination
+        for b in basis:
+            value = min(value, value ^ b)
+        if value:
+            basis.append(value)
+    if len(basis) > max_rank:
+        return None
+    rows = G_J.shape[0]
+    basis_bits = ((np.array(basis, dtype=np.int64)[:, None] >> np.arange(rows)) & 1
+                  if basis else np.zeros((0, rows), dtype=np.int64))
+    combos = ((np.arange(2 ** len(basis))[:, None] >> np.arange(len(basis))) & 1)
+    image = (combos @ basis_bits) & 1
+    return 1.0 - 2.0 * image
+
+
+def expectation_and_derivatives(G: np.ndarray, a: np.ndarray, theta: np.ndarray,
+                                rng: np.random.Generator | None = None, max_rank: int = 16,
+                                samples: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """<Z_a> (B,) and d<Z_a>/d theta_j (B, |J_a|) for angle rows theta (B, m), with J_a's
+    indices: exact by enumerating the 2^r sign patterns of G_{J_a} when r <= ``max_rank``,
+    otherwise averaged over ``samples`` uniform z (needs ``rng``)."""
+    J = np.flatnonzero(parity(G, np.asarray(a)[None, :])[:, 0])
+    theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
+    if J.size == 0:
+        return np.ones(theta.shape[0]), np.zeros((theta.shape[0], 0)), J
+    patterns = image_patterns(G[J], max_rank)
+    if patterns is None:
+        if rng is None:
+            raise ValueError(f"rank of G_J above {max_rank}: sampling z needs an rng")
+        patterns = 1.0 - 2.0 * parity(random_bits(rng, samples, G.shape[1]), G[J])
+    phases = 2.0 * theta[:, J] @ patterns.T  # (B, P)
+    values = np.cos(phases).mean(axis=1)
+    derivatives = -2.0 * np.sin(phases) @ patterns / patterns.shape[0]
+    return values, derivatives, J

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pennylane  # noqa: F401  (the cross-check below must not skip under CI)
 import pytest
 from pydantic import ValidationError
 
+from engine import verdicts
 from engine.context import Cancelled, JobContext
 from engine.methods import iqp_qcbm
 from engine.models import iqp_circuit as iqp
@@ -255,7 +257,8 @@ def test_cancel_stops_the_variance_study(tmp_path):
     (EXPECTATIONS, {"n": 40, "pennylane_check": True}), (EXPECTATIONS, {"samples": 0}),
     (TRAIN, {"sigma": 0}), (TRAIN, {"dataset": "mnist"}), (TRAIN, {"learnig_rate": 0.1}),
     (VARIANCE, {"n_min": 8, "n_max": 6}), (VARIANCE, {"n_max": 20}),
-    (REPRODUCE, {"draws": 10}),
+    (REPRODUCE, {"draws": 10}), (REPRODUCE, {"exact_n": [6, 20]}),
+    (REPRODUCE, {"exact_draws": 5}),
 ])
 def test_invalid_params_are_rejected(spec, bad):
     with pytest.raises(ValidationError):
@@ -263,12 +266,139 @@ def test_invalid_params_are_rejected(spec, bad):
 
 
 
-def test_reproduce_smoke_returns_a_claim(tmp_path):
-    outputs, _ = run(REPRODUCE, tmp_path, smoke=True)
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
+    outputs, _ = run(REPRODUCE, tmp_path, profile="smoke")
     claim = outputs["claim"]
-    assert claim["paper"] == "iqp_qcbm" and claim["smoke"] is True
-    assert [c["name"][:4] for c in claim["criteria"]] == ["(1) ", "(2a)", "(2b)", "(3a)",
-                                                          "(3b)"]
-    assert all(math.isfinite(c["measured"]) and c["paper"] for c in claim["criteria"])
-    assert claim["criteria"][-1]["passed"]  # exact vs PennyLane holds at any size
+    assert claim["paper"] == "iqp_qcbm" and claim["spec"] == "v2" and claim["smoke"] is True
+    assert [c["name"][:4] for c in claim["criteria"]] == ["(1) ", "(2a)", "(2b)"]
+    for item in claim["criteria"]:
+        assert item["quote"] and item["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")
+        assert item["parts"] and all(p["method"] for p in item["parts"] if p["rule"])
+    names = [check["name"] for check in claim["sanity"]]
+    assert any("enumerated" in name for name in names)
+    assert any("PennyLane" in name for name in names)
+    assert next(c for c in claim["sanity"] if "enumerated" in c["name"])["passed"]
+    assert json.loads((tmp_path / outputs["variance_plot"]).read_text())["kind"] == "plot"
     json.dumps(claim)
+
+
+def test_profiles_hold_the_spec_numbers():
+    cpu = iqp_qcbm.ReproduceIqpParams(profile="cpu")
+    assert cpu.exact_n == [6, 7, 8, 9, 10, 11, 12] and cpu.exact_draws == 2000
+    assert cpu.mc_n == [6, 8, 10, 12, 14, 16, 18, 20] and cpu.mc_draws == 1000
+    assert cpu.frequencies == 128
+    gpu = iqp_qcbm.ReproduceIqpParams(profile="gpu")
+    assert gpu.exact_n == [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] and gpu.exact_draws == 4000
+    assert gpu.mc_n == [6, 8, 10, 12, 14, 16, 18, 20, 22, 24] and gpu.mc_draws == 4000
+    assert gpu.frequencies == 512
+    smoke = iqp_qcbm.ReproduceIqpParams(profile="smoke")
+    assert smoke.exact_n == [4, 5, 6] and smoke.mc_n == [4, 5, 6]
+    assert smoke.exact_draws == 100 and smoke.mc_draws == 100
+
+
+def test_power_law_threshold_matches_the_spec():
+    rho, c = iqp_qcbm.power_law_threshold(list(range(6, 13)))
+    assert rho == pytest.approx(0.71, abs=0.01) and c == pytest.approx(0.84, abs=0.01)
+    assert iqp_qcbm.halves([6, 7, 8, 9, 10]) == ([6, 7, 8], [8, 9, 10])
+    assert iqp_qcbm.halves([6, 8, 10, 12]) == ([6, 8], [10, 12])
+
+
+@pytest.mark.parametrize("family", iqp.FAMILIES)
+def test_reverse_mode_gradients_equal_the_parameter_shift_ones(family):
+    G, _ = circuit(family, 5)
+    theta = np.random.default_rng(1).uniform(0, 2 * math.pi, (G.shape[0], 4))
+    signs = iqp.state_signs(G)
+    target = 0.5 ** iqp.all_bitstrings(5).sum(axis=1)
+    weights = [iqp.kernel_weights(5, 0.5), iqp.kernel_weights(5, math.sqrt(5))]
+    values, grads, collision = iqp.exact_expectations_and_gradients(signs, theta, target, weights)
+    values2, grads2, collision2 = iqp.exact_mmd_gradients_adjoint(signs, theta, target, weights)
+    np.testing.assert_allclose(values2, values, atol=1e-12)
+    for slow, fast in zip(grads, grads2, strict=True):
+        np.testing.assert_allclose(fast, slow, atol=1e-12)
+    np.testing.assert_allclose(collision2, collision, rtol=1e-12)
+
+
+@pytest.mark.parametrize("family", iqp.FAMILIES)
+def test_enumerated_expectations_and_derivatives_equal_the_state_vector(family):
+    G, _ = circuit(family, 6)
+    theta = np.random.default_rng(2).uniform(0, 2 * math.pi, (3, G.shape[0]))
+    signs = iqp.state_signs(G)
+    exact = iqp.walsh_hadamard(iqp.probabilities(G, theta.T, signs))
+    for a in iqp.low_order_ops(6)[::3]:
+        values, derivatives, J = iqp.expectation_and_derivatives(G, a, theta)
+        index = iqp.bit_index(a[None])[0]
+        np.testing.assert_allclose(values, exact[index], atol=1e-12)
+        assert iqp.image_patterns(G[J]).shape[0] == 2 ** iqp.gf2_rank(G[J])
+        for column, j in enumerate(J):
+            shifted = iqp.shifted_expectations(signs, theta.T, int(j))[index]
+            np.testing.assert_allclose(derivatives[:, column], 2 * shifted, atol=1e-12)
+
+
+def test_monte_carlo_gradient_variance_agrees_with_the_exact_one():
+    item = {"family": "nearest_neighbour", "n": 5, "draws": 600, "seed": 3}
+    exact = iqp_qcbm.exact_unit({**item, "kind": "exact"})
+    mc = iqp_qcbm.monte_carlo_unit({**item, "kind": "monte_carlo", "frequencies": 64})
+    a, b = np.array(mc["grad_sq"]), np.array(exact["grad_sq"]["low-weight"])
+    z = (a.mean() - b.mean()) / math.sqrt(a.var() / a.size + b.var() / b.size)
+    assert abs(z) < 4 and mc["enumeration_error"] < 1e-9
+
+
+def _strata(ns: list[int], variance: Callable, draws: int = 400, seed: int = 0
+            ) -> list[np.ndarray]:
+    """Per-draw values with mean ``variance(n)`` (exponentially distributed, like squares)."""
+    rng = np.random.default_rng(seed)
+    return [rng.exponential(variance(n), size=draws) for n in ns]
+
+
+EXACT_N = [6, 7, 8, 9, 10, 11, 12]
+MC_N = [6, 8, 10, 12, 14, 16, 18, 20]
+
+
+def test_exponential_suppression_fails_for_a_power_law_and_passes_for_an_exponential():
+    resampler = iqp_qcbm.StratifiedResampler([2000] * len(EXACT_N))  # the cpu profile's draws
+    _, c = iqp_qcbm.power_law_threshold(EXACT_N)
+    power = iqp_qcbm.decay_criterion_parts(
+        "power", EXACT_N, _strata(EXACT_N, lambda n: n**-8.0, 2000), resampler)
+    assert iqp_qcbm.criterion_exponential(power, c).verdict == "FAIL"
+    exponential = iqp_qcbm.decay_criterion_parts(
+        "exp", EXACT_N, _strata(EXACT_N, lambda n: 2.0**-n, 2000), resampler)
+    assert iqp_qcbm.criterion_exponential(exponential, c).verdict == "PASS"
+
+
+def test_avoided_suppression_fails_when_both_families_decay_exponentially():
+    resampler = iqp_qcbm.StratifiedResampler([400] * len(MC_N))
+    _, c = iqp_qcbm.power_law_threshold(MC_N)
+    exponential = iqp_qcbm.decay_criterion_parts("exp", MC_N,
+                                                 _strata(MC_N, lambda n: 2.0**-n), resampler)
+    power = iqp_qcbm.decay_criterion_parts("power", MC_N,
+                                           _strata(MC_N, lambda n: n**-4.0), resampler)
+    flat = iqp_qcbm.decay_criterion_parts("flat", MC_N, _strata(MC_N, lambda n: 0.01,
+                                                                  draws=400), resampler)
+    both = {"nearest_neighbour": exponential, "sparse": exponential}
+    assert iqp_qcbm.criterion_avoided(both, c).verdict == "FAIL"
+    assert iqp_qcbm.criterion_avoided({"nearest_neighbour": exponential, "sparse": power},
+                                      c).verdict == "FAIL"
+    assert iqp_qcbm.criterion_avoided({"nearest_neighbour": power, "sparse": power},
+                                      c).verdict == "PASS"
+    assert flat["upper"].estimate == pytest.approx(0.0, abs=0.1)
+
+
+def test_closed_forms_fail_outside_the_band_and_pass_inside():
+    inside = verdicts.Interval(1.0, 0.95, 1.05, 0.95, "bootstrap")
+    outside = verdicts.Interval(0.7, 0.65, 0.75, 0.95, "bootstrap")
+    key = ("all_to_all", "<Z_a>", 3)
+    assert iqp_qcbm.criterion_closed_forms({key: inside}).verdict == "PASS"
+    assert iqp_qcbm.criterion_closed_forms({key: inside, ("sparse", "<Z_a>", 2): outside}
+                                           ).verdict == "FAIL"
+
+
+def test_closed_form_ratio_is_near_one_on_real_circuits():
+    ns = [4, 5]
+    exact = {("all_to_all", n): iqp_qcbm.exact_unit({"kind": "exact", "family": "all_to_all",
+                                                     "n": n, "draws": 400, "seed": 0})
+             for n in ns}
+    exact |= {(f, n): exact["all_to_all", n] for f in ("nearest_neighbour", "sparse")
+              for n in ns}
+    intervals = iqp_qcbm.closed_form_intervals(exact, ns, iqp_qcbm.StratifiedResampler([400] * 2))
+    for interval in intervals.values():
+        assert interval.lo < 1.0 < interval.hi or abs(interval.estimate - 1) < 0.2
