@@ -94,3 +94,18 @@ install-desktop:
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The reproduction report of $STUDIO_WORKSPACE's runs (else the user's workspace): each paper's
+# latest non-exploratory reproduction in docs/report/ (index.html, report.pdf, report.json) and
+# docs/reproductions.md; `studio-engine verify docs/report` reruns them. Findings written by
+# hand live in docs/findings/<slug>.md and are included.
+.PHONY: report gpu-wheels
+report: $(STAMP)
+	$(VENV)/bin/studio-engine report --out docs/report --markdown docs/reproductions.md \
+		--max-figures 4
+
+# Wheels of the engine's dependencies that a CUDA PyTorch machine lacks (never torch, at most
+# 60 MiB) in dist/gpu-wheels/, for `scripts/gpu_profile.sh SLUG` there; PAPERS="slug ..." builds
+# the folder for those papers alone (a large dependency then fits)
+gpu-wheels: $(STAMP)
+	$(PY) scripts/gpu_wheels.py --out dist/gpu-wheels $(if $(PAPERS),--papers $(PAPERS))
