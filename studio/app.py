@@ -22,6 +22,17 @@ LOG_BACKUPS = 3
 log = logging.getLogger("studio")
 FAULT_LOG = "faulthandler.log"
 _fault_file: TextIO | None = None  # open for the process' life: a crash writes to it
+_window = None  # the running MainWindow: ``command`` acts on it
+
+
+def command(command_id: str, /, **args):
+    """Run a registered command in the running window, as a script or the console does:
+    ``command("routing.move_wire", net="_001_", layer="metal2", ...)``. Returns the
+    command's result; raises ``studio.commands.CommandRefused`` with the reason (nothing
+    changed) or ``CommandFailed``. The command log shows it as the line a script writes."""
+    if _window is None:
+        raise RuntimeError("Studio's window is not running: start it with studio.app.run")
+    return _window.command(command_id, **args)
 
 
 def main() -> None:
@@ -40,6 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--self-test", action="store_true",
                         help="start, run a tiny job through the engine, print a JSON report "
                              "and exit (0 when it all worked): checks an installation")
+    parser.add_argument("--script", metavar="FILE.py",
+                        help="run a Python script against the `studio` object with no window "
+                             "on screen (FILES are opened first), then exit with its status: "
+                             "0, its SystemExit code, 1 when it raised (its line is printed), "
+                             "124 when --timeout ran out")
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="with --script: stop the script after S seconds")
+    parser.add_argument("--session", metavar="FILE.studio",
+                        help="open a saved session (its documents, views and runs)")
     return parser
 
 
@@ -100,7 +120,10 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
 
     ``on_shown(window)`` is called once the window is first exposed (benchmarks use it).
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.timeout is not None and (args.script is None or args.timeout <= 0):
+        parser.error("--timeout S needs --script and S > 0")
     if args.version:
         from engine import __version__
 
@@ -108,7 +131,9 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
         return 0
     folder = setup_logging()
     fault_log = enable_faulthandler(folder)
-    if fault_log is not None and sys.stderr is not None:
+    if args.script:
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # laid out as on screen, never shown
+    elif fault_log is not None and sys.stderr is not None:
         print(f"studio: crash traces go to {fault_log}", file=sys.stderr)
 
     import asyncio
@@ -137,20 +162,28 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
     # Style and style sheet before any widget exists: applied later, they re-polish them all.
     theme = args.theme or Settings().theme
     apply_theme(app, theme)
+    global _window
     window = MainWindow(workspace=args.workspace, log_dir=folder)
+    _window = window
     if args.theme:
         window.set_theme(args.theme)
     if args.self_test:
         on_shown = _self_test
     _watch_exposed(window, on_shown)
     window.show()
-    QTimer.singleShot(0, lambda: window.start(args.files))
+    if args.script:  # the engine starts only if the script needs it
+        QTimer.singleShot(0, lambda: _run_script_then_close(window, args))
+    else:
+        QTimer.singleShot(0, lambda: window.start(args.files))
+        if args.session:
+            QTimer.singleShot(0, lambda: _open_session(window, args.session))
     log.info("studio started (workspace %s)", window.workspace.root)
     try:
         with loop:
             loop.run_forever()
             _finish_tasks(loop)
     finally:
+        _window = None
         window.shutdown()
         window.deleteLater()
         app.processEvents()
@@ -159,6 +192,27 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
 
 
 SELF_TEST_TIMEOUT_S = 300.0
+
+
+def _run_script_then_close(window, args: argparse.Namespace) -> None:
+    """``--script``: run the script (after the session and FILES), close with its status."""
+    from studio.scripting import run_script
+
+    window.exit_code = run_script(window, args.script, list(args.files),
+                                  timeout_s=args.timeout, session=args.session)
+    window.close()
+
+
+def _open_session(window, path: str) -> None:
+    """``--session FILE.studio`` in the window: ``studio.sessions.open_session``, or why
+    this build cannot."""
+    try:
+        from studio.sessions import open_session
+    except ImportError:
+        window.show_error("Cannot open the session", f"{path}: saved sessions are not in "
+                          "this build of Studio (studio.sessions is missing)")
+        return
+    open_session(window, path)
 
 
 def _self_test(window) -> None:

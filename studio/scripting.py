@@ -1,0 +1,540 @@
+"""Studio from Python: the ``studio`` object that scripts, the console dock and recorded macros
+drive, and ``studio --script FILE.py [FILES...]``, which runs a script with no window on screen.
+
+A script runs on the Qt main thread, like a click, so it may touch what the window touches.
+The window does not freeze meanwhile: between the script's own lines the event loop is turned
+every few hundredths of a second (``ScriptGuard``, a trace function on the script's frames
+only), and every call that waits on Studio (opening a file, a run, an export) turns a local
+event loop until it is done, so engine events, the console and its Interrupt action stay live.
+The same guard stops a script: Ctrl+C in the console, the Interrupt action, or ``--timeout``.
+
+Whatever Studio refuses (a file it cannot read, an unknown command, bad arguments, an element
+that does not exist) raises ``StudioRefused`` in the script with the window's own message;
+nothing is half-saved, since every write in Studio is atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sys
+import threading
+import time
+import traceback
+import types
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+PUMP_INTERVAL_S = 0.03         # how often the event loop turns while script code runs
+WAIT_TICK_MS = 50              # how often a wait looks for an interrupt or a deadline
+TIMEOUT_GRACE_S = 5.0          # after --timeout, how long before the process is ended
+EXIT_RAISED = 1                # the script raised (or Studio refused one of its calls)
+EXIT_USAGE = 2                 # the script file cannot be read or compiled
+EXIT_TIMED_OUT = 124           # --timeout ran out (as coreutils' timeout says it)
+DEFAULT_EXPORT_DPI = 192
+
+
+class StudioRefused(Exception):
+    """Studio refused a script's call; the message is the one the window would show."""
+
+
+class ScriptTimedOut(BaseException):
+    """``--timeout`` ran out. A BaseException, so ``except Exception`` does not swallow it."""
+
+
+class ScriptGuard:
+    """Keeps the Qt event loop turning while script code runs on the main thread, and stops
+    that code when asked (``interrupt``) or when its deadline passes.
+
+    ``is_script_code(code)`` says which frames are the script's own: only their lines are
+    traced, so library code runs at full speed.
+    """
+
+    def __init__(self, is_script_code: Callable[[types.CodeType], bool]) -> None:
+        self.is_script_code = is_script_code
+        self.deadline: float | None = None
+        self.timeout_s: float | None = None
+        self._pending: BaseException | None = None
+        self._last_pump = 0.0
+        self._depth = 0
+        self.on_running: Callable[[bool], None] | None = None   # told when code starts, ends
+
+    @property
+    def running(self) -> bool:
+        return self._depth > 0
+
+    def interrupt(self, error: BaseException | None = None) -> None:
+        """Stop the running code at its next line (or its current wait)."""
+        if self.running:
+            self._pending = error or KeyboardInterrupt("interrupted")
+
+    def should_stop(self) -> bool:
+        return self._pending is not None or (
+            self.deadline is not None and time.monotonic() > self.deadline)
+
+    def check(self) -> None:
+        """Raise the pending interrupt, or ``ScriptTimedOut`` once the deadline has passed."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            raise pending
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.deadline = None  # raised once; the watchdog ends what ignores it
+            raise ScriptTimedOut(f"the script ran longer than {self.timeout_s:g} s (--timeout)")
+
+    @contextmanager
+    def guarding(self, timeout_s: float | None = None) -> Iterator[None]:
+        """Trace the script's frames while the body runs (nested uses share one trace)."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        previous = sys.gettrace()
+        self._pending = None
+        self.timeout_s = timeout_s
+        self.deadline = time.monotonic() + timeout_s if timeout_s else None
+        self._depth = 1
+        self._tell(True)
+        sys.settrace(self._on_call)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+            self._depth = 0
+            self.deadline = None
+            self._pending = None
+            self._tell(False)
+
+    def _tell(self, running: bool) -> None:
+        if self.on_running is not None:
+            self.on_running(running)
+
+    def _on_call(self, frame: types.FrameType, event: str, _arg: Any):
+        if event == "call" and self.is_script_code(frame.f_code):
+            return self._on_line
+        return None
+
+    def _on_line(self, _frame: types.FrameType, event: str, _arg: Any):
+        if event == "line":
+            now = time.monotonic()
+            if now - self._last_pump >= PUMP_INTERVAL_S:
+                self._last_pump = now
+                _process_events()
+            if self.should_stop():
+                self.check()  # raising here ends the trace; ``guarding`` restores it after
+        return self._on_line
+
+
+def _process_events() -> None:
+    from PySide6.QtCore import QCoreApplication
+
+    app = QCoreApplication.instance()
+    if app is not None:
+        app.processEvents()
+
+
+class Studio:
+    """The application as a script sees it (``studio`` in a script, the console, a macro).
+
+    Every method returns plain data (dicts, lists, numpy arrays) and raises ``StudioRefused``
+    with the window's message when Studio refuses.
+    """
+
+    def __init__(self, window: Any, guard: ScriptGuard | None = None) -> None:
+        self.window = window
+        self.guard = guard or ScriptGuard(lambda code: False)
+
+    def __repr__(self) -> str:
+        return (f"<Studio workspace={str(self.window.workspace.root)!r}: open(path), "
+                f"command(id, **args), commands(), panel(name), run(method, params, inputs), "
+                f"export(path), data(name), save_session(path), open_session(path)>")
+
+    # -- files ---------------------------------------------------------------------------------
+    def open(self, path: str | os.PathLike) -> str:
+        """Open a data file in the panel that reads it (as File > Open does); returns that
+        panel's id once the file is open."""
+        target = Path(path).expanduser()
+        if not target.exists():
+            raise StudioRefused(f"{target}: no such file")
+        before = set(self.window.panel_widgets.values())
+        with self._refusals():
+            self._wait(self.window._open_path(str(target.resolve())))
+        for panel_id, widget in self.window.panel_widgets.items():
+            if widget is self.window.tabs.currentWidget():
+                return panel_id
+        opened = set(self.window.panel_widgets.values()) - before
+        raise StudioRefused(f"{target}: no panel opened it ({len(opened)} new panels)")
+
+    # -- commands ------------------------------------------------------------------------------
+    def command(self, command_id: str, /, **args: Any) -> Any:
+        """Run a registered command (``studio.commands()`` lists them) and return its result;
+        ``CommandRefused`` says why one was refused (it then changed nothing)."""
+        with self._refusals():
+            return self.window.command(command_id, **args)
+
+    def commands(self) -> list[dict]:
+        """Every registered command: ``{id, title, help, args, shortcut, menu, undoable}``
+        (``args``: the JSON Schema of its arguments)."""
+        return [{"id": command.id, "title": command.title, "help": command.help,
+                 "args": command.schema(), "shortcut": command.shortcut, "menu": command.menu,
+                 "undoable": command.undoable} for command in self.window.commands.commands()]
+
+    # -- panels --------------------------------------------------------------------------------
+    def panel(self, name: str) -> dict:
+        """A panel's documents and view state as plain data. ``missing`` names what the panel
+        does not offer yet."""
+        entries = self.window.panels.entries()
+        if name not in entries:
+            raise StudioRefused(f"no panel {name!r}; panels: {', '.join(sorted(entries))}")
+        widget = self.window.panel_widgets.get(name)
+        described: dict[str, Any] = {"id": name, "title": entries[name].title,
+                                     "open": widget is not None, "in_front": False,
+                                     "documents": [], "view_state": None, "missing": []}
+        if widget is None:
+            return described
+        described["in_front"] = self.window.tabs.currentWidget() is widget
+        described["documents"] = self._documents(name, widget)
+        view_state = _view_state_of(widget)
+        if view_state is None:
+            described["missing"].append(
+                f"view_state: the {entries[name].title} panel does not offer its view state "
+                "yet (no view_state())")
+        described["view_state"] = view_state
+        return described
+
+    def _documents(self, name: str, widget: Any) -> list[dict]:
+        from studio.documents import document_file
+
+        model = getattr(widget, "model", None)
+        document = getattr(model, "document", None) if model is not None else None
+        if not isinstance(document, str) or document.endswith(":"):
+            return []
+        history = self.window.histories.get(name)
+        applied = history.applied(document) if history is not None else []
+        found = document_file(document)
+        return [{"document": document, "path": str(found.path) if found else None,
+                 "edits": [getattr(command, "label", type(command).__name__)
+                           for command in applied]}]
+
+    def data(self, name: str) -> dict[str, Any]:
+        """The numpy arrays of what a panel has open, by attribute path ("design.segments"),
+        for a quick look: the panel's own ``data_arrays()`` where it has one, else every array
+        its model holds (two levels deep). Views of the panel's data: copy before changing."""
+        widget = self.window.panel_widgets.get(name)
+        if widget is None:
+            open_ = ", ".join(sorted(self.window.panel_widgets)) or "none"
+            raise StudioRefused(f"the {name!r} panel is not open (open panels: {open_})")
+        offered = getattr(widget, "data_arrays", None)
+        if callable(offered):
+            return dict(offered())
+        model = getattr(widget, "model", None)
+        return _arrays_in(model, depth=2) if model is not None else {}
+
+    # -- runs ----------------------------------------------------------------------------------
+    def run(self, method: str, params: dict | None = None, inputs: dict | None = None,
+            seed: int = 0, timeout_s: float | None = None) -> dict:
+        """Run an engine method and wait for it to end (the window stays live meanwhile);
+        returns ``{id, method, state, reason, outputs, claim, run_dir}``. Interrupting the
+        wait cancels the job."""
+        bridge = self.window.bridge
+        self._ensure_engine()
+        job_id = self._wait(bridge.submit(method, params or {}, inputs or {}, seed,
+                                          self.window.settings.cluster or "local"),
+                            what=f"submitting {method}")
+        self.window.runs_dock.select(job_id)
+        try:
+            self._wait(_job_ended(bridge, job_id), timeout_s=timeout_s,
+                       what=f"the run {job_id} of {method}")
+        except BaseException:
+            self.window.host.cancel_job(job_id)
+            raise
+        record = bridge.jobs.get(job_id)
+        outputs = dict(record.outputs) if record is not None else {}
+        claim = outputs.get("claim")
+        if claim is None and record is not None and record.run_dir:
+            claim = _claim_artifact(Path(record.run_dir), record.artifacts)
+        return {"id": job_id, "method": method, "state": record.state if record else "unknown",
+                "reason": record.reason if record else "", "outputs": outputs, "claim": claim,
+                "run_dir": record.run_dir if record else ""}
+
+    def _ensure_engine(self) -> None:
+        bridge = self.window.bridge
+        if not bridge.is_ready:
+            if bridge.state == "stopped":
+                self.window.start_engine()
+            self._wait(bridge.wait_ready(bridge.start_timeout_s), what="the engine to start")
+
+    # -- figures -------------------------------------------------------------------------------
+    def export(self, path: str | os.PathLike, dpi: int = DEFAULT_EXPORT_DPI,
+               caption: bool = False) -> str:
+        """The figure of the tab in front, as Ctrl+E writes it (PNG, SVG or PDF by the
+        suffix, provenance inside); returns the path written."""
+        window = self.window
+        target = Path(path).expanduser().resolve()
+        widget = window.tabs.currentWidget()
+        title = window.tabs.tabText(window.tabs.currentIndex())
+        plot = window.current_plot()
+        with self._refusals():
+            if plot is None and callable(getattr(widget, "export_figure", None)):
+                accepted = inspect.signature(widget.export_figure).parameters
+                options = {name: value for name, value in (("dpi", dpi), ("caption", caption))
+                           if name in accepted}
+                try:
+                    written = widget.export_figure(str(target), **options)
+                except Exception as exc:
+                    raise StudioRefused(f"{target}: {exc}") from exc
+                return str(written or target)
+            if plot is None:
+                raise StudioRefused(f"the {title} tab has no figure to export")
+            if target.suffix.lower() == ".pdf":
+                self._ensure_engine()
+            done: asyncio.Future = asyncio.get_event_loop().create_future()
+            window.export_plot_to(plot, target, dpi=dpi,
+                                  on_done=lambda written: done.done() or done.set_result(written))
+            if not done.done() and target.suffix.lower() != ".pdf":
+                return str(target) if target.exists() else self._fail_export(target)
+            return str(self._wait(done, what=f"exporting {target.name}"))
+
+    def _fail_export(self, target: Path) -> str:
+        raise StudioRefused(f"{target}: the export wrote nothing")
+
+    # -- sessions ------------------------------------------------------------------------------
+    def save_session(self, path: str | os.PathLike) -> str:
+        """Save the window's documents, views and runs as a ``.studio`` session file."""
+        sessions = _sessions_module("save_session")
+        with self._refusals():
+            return str(sessions.save_session(self.window, Path(path).expanduser()))
+
+    def open_session(self, path: str | os.PathLike) -> Any:
+        """Open a ``.studio`` session file: its documents, views and runs."""
+        sessions = _sessions_module("open_session")
+        with self._refusals():
+            return sessions.open_session(self.window, Path(path).expanduser())
+
+    # -- waiting -------------------------------------------------------------------------------
+    def wait(self, seconds: float) -> None:
+        """Pause the script while the window keeps running."""
+        self._wait(asyncio.sleep(seconds), what=f"waiting {seconds:g} s")
+
+    def _wait(self, awaitable: Awaitable, timeout_s: float | None = None,
+              what: str = "Studio") -> Any:
+        """Turn a local Qt event loop (qasync: asyncio tasks advance too) until ``awaitable``
+        is done; an interrupt or the script's deadline cancels it and raises."""
+        from PySide6.QtCore import QEventLoop, QTimer
+
+        if asyncio.current_task() is not None:
+            raise StudioRefused("a coroutine cannot wait on Studio this way: call it from "
+                                "plain (not async) code")
+        future = asyncio.ensure_future(awaitable)
+        local = QEventLoop()
+        future.add_done_callback(lambda _done: local.quit())
+        ends = time.monotonic() + timeout_s if timeout_s else None
+
+        def tick() -> None:
+            if self.guard.should_stop() or (ends is not None and time.monotonic() > ends):
+                local.quit()
+
+        ticker = QTimer()
+        ticker.setInterval(WAIT_TICK_MS)
+        ticker.timeout.connect(tick)
+        ticker.start()
+        try:
+            while not future.done():
+                local.exec()
+                if future.done():
+                    break
+                self.guard.check()
+                if ends is not None and time.monotonic() > ends:
+                    raise TimeoutError(f"{what} did not end within {timeout_s:g} s")
+        except BaseException:
+            future.cancel()
+            raise
+        finally:
+            ticker.stop()
+        return future.result()
+
+    @contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """What the window reports while the body runs (its error boxes) is raised as
+        ``StudioRefused`` instead, and the boxes the script caused are closed. An interrupt
+        or a timeout in flight is kept."""
+        seen = len(self.window.errors)
+        try:
+            yield
+        except Exception as exc:
+            self._raise_reported(seen, exc)
+            raise
+        self._raise_reported(seen, None)
+
+    def _raise_reported(self, seen: int, cause: BaseException | None) -> None:
+        reported = self.window.errors[seen:]
+        if reported:
+            _close_message_boxes(self.window)
+            lines = [message if message.startswith(f"{what}:") else f"{what}: {message}"
+                     for what, message in reported]
+            raise StudioRefused("\n".join(lines)) from cause
+
+
+def _close_message_boxes(window: Any) -> None:
+    for box in list(getattr(window, "_message_boxes", [])):
+        box.close()
+
+
+async def _job_ended(bridge: Any, job_id: str, poll_s: float = 0.05) -> None:
+    while (record := bridge.jobs.get(job_id)) is None or record.active:
+        await asyncio.sleep(poll_s)
+
+
+def _claim_artifact(run_dir: Path, artifacts: list[dict]) -> dict | None:
+    import json
+
+    for artifact in artifacts:
+        if artifact.get("kind") == "claim" and artifact.get("path"):
+            try:
+                return json.loads((run_dir / artifact["path"]).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+    return None
+
+
+def _view_state_of(widget: Any) -> dict | None:
+    finder = getattr(widget, "view_state", None)
+    if callable(finder):
+        state = finder()
+        return dict(state) if isinstance(state, dict) else {"value": state}
+    return None
+
+
+def _arrays_in(holder: Any, depth: int, prefix: str = "") -> dict[str, Any]:
+    """The numpy arrays among ``holder``'s attributes, and theirs, ``depth`` levels down."""
+    import numpy as np
+
+    found: dict[str, Any] = {}
+    fields = getattr(holder, "__dict__", None)
+    if not isinstance(fields, dict):
+        return found
+    for name, value in fields.items():
+        if name.startswith("_"):
+            continue
+        key = f"{prefix}{name}"
+        if isinstance(value, np.ndarray):
+            found[key] = value
+        elif depth > 1 and hasattr(value, "__dict__") and not isinstance(value, type):
+            found.update(_arrays_in(value, depth - 1, f"{key}."))
+    return found
+
+
+def _sessions_module(feature: str) -> Any:
+    try:
+        import studio.sessions as sessions
+    except ImportError:
+        sessions = None
+    if sessions is None or not callable(getattr(sessions, feature, None)):
+        raise StudioRefused(f"{feature}: saved sessions are not in this build of Studio yet "
+                            "(studio.sessions is missing)")
+    return sessions
+
+
+# -- ``studio --script`` ---------------------------------------------------------------------
+
+def run_script(window: Any, script: str | os.PathLike, files: list[str],
+               timeout_s: float | None = None, session: str | None = None,
+               out: TextIO | None = None) -> int:
+    """Open ``session`` and ``files``, run ``script`` against a ``Studio`` of ``window``;
+    returns the exit code: 0, the script's ``SystemExit`` code, 1 when it raised (its line
+    printed), 2 when it cannot be read, 124 when ``timeout_s`` ran out."""
+    err = out or sys.stderr
+    path = Path(script).expanduser().resolve()
+    try:
+        source = path.read_text(encoding="utf-8")
+        code = compile(source, str(path), "exec")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"studio --script: {path}: cannot read the script ({exc})", file=err)
+        return EXIT_USAGE
+    except SyntaxError as exc:
+        print(f"studio --script: {path}, line {exc.lineno}: {exc.msg}", file=err)
+        return EXIT_USAGE
+    guard = ScriptGuard(lambda frame_code: frame_code.co_filename == str(path))
+    studio = Studio(window, guard)
+    namespace = {"__name__": "__main__", "__file__": str(path), "studio": studio}
+    watchdog = _Watchdog(timeout_s, str(path), err) if timeout_s else None
+    saved_argv = sys.argv
+    sys.argv = [str(path), *files]
+    try:
+        with guard.guarding(timeout_s):
+            if watchdog is not None:
+                watchdog.start()
+            if session:
+                studio.open_session(session)
+            for name in files:
+                studio.open(name)
+            exec(code, namespace)  # noqa: S102 - running the user's script is the point
+        return 0
+    except SystemExit as exc:
+        return _system_exit_code(exc, err)
+    except ScriptTimedOut as exc:
+        _print_error(exc, str(path), err)
+        return EXIT_TIMED_OUT
+    except BaseException as exc:  # the script's own error, KeyboardInterrupt included
+        _print_error(exc, str(path), err)
+        return EXIT_RAISED
+    finally:
+        sys.argv = saved_argv
+        if watchdog is not None:
+            watchdog.cancel()
+
+
+def _system_exit_code(exc: SystemExit, err: TextIO) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=err)
+    return EXIT_RAISED
+
+
+def _print_error(exc: BaseException, script: str, err: TextIO) -> None:
+    """The script's own frames of the traceback (file, line, source), then the error."""
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__)
+              if frame.filename == script]
+    if frames:
+        print("Traceback (the script's lines):", file=err)
+        print("".join(traceback.format_list(frames)), end="", file=err)
+    where = f" (line {frames[-1].lineno})" if frames else ""
+    print(f"studio --script: {Path(script).name}{where}: {type(exc).__name__}: {exc}", file=err)
+
+
+class _Watchdog:
+    """Ends the process when a timed-out script does not stop (stuck in C code, or it caught
+    ``ScriptTimedOut``): the line it was on is printed, then exit 124. Writes are atomic, so
+    nothing is left half-saved."""
+
+    def __init__(self, timeout_s: float, script: str, err: TextIO) -> None:
+        self.script, self.err = script, err
+        self.main = threading.main_thread().ident
+        self.timer = threading.Timer(timeout_s + TIMEOUT_GRACE_S, self._expire)
+        self.timer.daemon = True
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+    def _expire(self) -> None:
+        frame = sys._current_frames().get(self.main)
+        line = None
+        while frame is not None:
+            if frame.f_code.co_filename == self.script:
+                line = frame.f_lineno
+                break
+            frame = frame.f_back
+        where = f" (line {line})" if line else ""
+        print(f"studio --script: {Path(self.script).name}{where}: did not stop after its "
+              f"timeout; ended", file=self.err, flush=True)
+        os._exit(EXIT_TIMED_OUT)
