@@ -35,7 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QBuffer, QByteArray, QEvent, QIODevice, QObject, Qt, QTimer
+from PySide6.QtCore import (
+    QBuffer,
+    QByteArray,
+    QCoreApplication,
+    QEvent,
+    QIODevice,
+    QObject,
+    Qt,
+    QTimer,
+)
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPushButton, QWidget
 
@@ -569,11 +578,11 @@ class _Opening:
         mapping = {entry["path"]: str(self.found[index])
                    for index, entry in enumerate(self.contents.documents)
                    if index in self.found and entry["path"] != str(self.found[index])}
+        self._restore_layout(manifest["layout"])  # first: panels restore zoom at their size
         captured: dict[str, tuple[Any, Any]] = {}
         for entry in self.contents.panels:
             self._restore_panel(entry, mapping, captured)
         self._restore_redoable(captured)
-        self._restore_layout(manifest["layout"])
         current = window.panel_widgets.get(manifest.get("current") or "")
         window.tabs.setCurrentWidget(current if current is not None else window.welcome)
         self.report.done = True
@@ -603,6 +612,7 @@ class _Opening:
                 restored = False
             if not restored:
                 self.report.skipped.append("the dock layout: not readable")
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
     def _restore_panel(self, entry: dict, mapping: dict[str, str],
                        captured: dict[str, tuple[Any, Any]]) -> None:
