@@ -128,17 +128,19 @@ class ClaimDock(QWidget):
         self.panel_id: str | None = None
         self.claims: dict[str, LatestClaim] = {}
         self._generation = 0
+        self._user_choice: str | None = None  # the paper the user picked, kept over refreshes
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
         self.heading = QLabel()
         self.heading.setWordWrap(True)
         self.papers = QListWidget()
-        self.papers.currentItemChanged.connect(lambda *_args: self._show_selected())
+        self.papers.currentItemChanged.connect(self._picked)
         self.run_label = QLabel()
         self.run_label.setWordWrap(True)
         self.run_label.setStyleSheet("color: #808080;")
         self.run_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.claim_view = ClaimView()
+        self.claim_view.set_compact()
         self.claim_area = QScrollArea()  # a long claim scrolls rather than squeezing its rows
         self.claim_area.setWidgetResizable(True)
         self.claim_area.setFrameShape(QScrollArea.Shape.NoFrame)
@@ -168,6 +170,8 @@ class ClaimDock(QWidget):
         layout.addWidget(self.papers)
         layout.addWidget(self.run_label)
         layout.addWidget(self.claim_area, 1)
+        self.filler = QWidget()  # takes the room the claim leaves when there is none
+        layout.addWidget(self.filler, 1)
         layout.addLayout(buttons)
         layout.addWidget(self.status)
         self._set_buttons()
@@ -192,7 +196,10 @@ class ClaimDock(QWidget):
         pool; an answer overtaken by a newer refresh is dropped)."""
         self._generation += 1
         generation = self._generation
-        self.panel_id = self.front_panel()
+        panel_id = self.front_panel()
+        if panel_id != self.panel_id:
+            self._user_choice = None
+        self.panel_id = panel_id
         papers = self.owned_papers(self.panel_id)
         entry = self.window.panels.get(self.panel_id) if self.panel_id else None
         title = entry.title if entry is not None else self.panel_id
@@ -226,7 +233,7 @@ class ClaimDock(QWidget):
             self.window.run_in_thread(read, on_done=done, on_error=failed)
 
     def _show_claims(self, papers: list[str], claims: dict[str, LatestClaim]) -> None:
-        selected = self.selected_paper()
+        selected = self._user_choice
         self.claims = claims
         self.papers.blockSignals(True)
         self.papers.clear()
@@ -261,6 +268,10 @@ class ClaimDock(QWidget):
         self.papers.blockSignals(False)
         self._show_selected()
 
+    def _picked(self, *_args: Any) -> None:
+        self._user_choice = self.selected_paper()
+        self._show_selected()
+
     def selected_paper(self) -> str | None:
         item = self.papers.currentItem()
         return item.data(PAPER_ROLE) if item is not None else None
@@ -269,6 +280,7 @@ class ClaimDock(QWidget):
         paper = self.selected_paper()
         latest = self.claims.get(paper) if paper else None
         self.claim_area.setVisible(latest is not None and latest.claim is not None)
+        self.filler.setVisible(self.claim_area.isHidden())
         if latest is not None and latest.claim is not None:
             self.claim_view.set_claim(latest.claim)
             self.run_label.setText(f"{paper} · run {latest.run_id} · {latest.created}")

@@ -15,6 +15,7 @@ profile choice that shows each profile's settings, the exploratory note, and "Op
 
 from __future__ import annotations
 
+import html
 import math
 import tempfile
 from collections import Counter
@@ -50,6 +51,7 @@ COLUMNS = ("criterion", "estimate", "interval", "rule", "verdict", "quote")
 NAME, ESTIMATE, FOREST, RULE, VERDICT, QUOTE = range(len(COLUMNS))
 FOREST_COLUMN_PX = 240
 QUOTE_COLUMN_PX = 220
+COMPACT_FOREST_PX = 150  # a narrow view (a dock): the quote moves under the table
 INDENT = "    "
 ROW_MIN_PX = 34
 TABLE_MIN_PX = 150  # the header and three rows, however long the notes below
@@ -375,9 +377,7 @@ class ClaimView(QWidget):
             lines)
 
     def _fill_row(self, row: int, depth: int, criterion: dict) -> None:
-        verdict = criterion_verdict(criterion)
-        if criterion.get("parts"):
-            verdict = f"{verdict} ({criterion.get('aggregate', 'all')})"
+        verdict = self._verdict_cell(criterion)
         interval = criterion.get("interval")
         interval_text = ("" if not interval else "[" + ", ".join(
             format_value(v) if v is not None else ("−∞" if i == 0 else "∞")
@@ -409,14 +409,41 @@ class ClaimView(QWidget):
                 item.setFont(bold)
             self.table.setItem(row, column, item)
 
+    def set_compact(self, compact: bool = True) -> None:
+        """For a narrow place (the claims dock): a narrower forest (its dot is the estimate,
+        its line or band the rule), and each criterion's estimate, rule and quote under the
+        table (for the selected row) instead of in columns of their own."""
+        for column in (ESTIMATE, RULE, QUOTE):
+            self.table.setColumnHidden(column, compact)
+        for row, (_depth, criterion) in enumerate(self.rows):
+            self.table.item(row, VERDICT).setText(self._verdict_cell(criterion))
+        self.table.horizontalHeader().resizeSection(
+            FOREST, COMPACT_FOREST_PX if compact else FOREST_COLUMN_PX)
+        self._show_note(self.table.currentRow())
+
+    def _verdict_cell(self, criterion: dict) -> str:
+        """The verdict, with the aggregate of a combined criterion (left to the rule in the
+        note when the view is compact)."""
+        verdict = criterion_verdict(criterion)
+        if criterion.get("parts") and not self.table.isColumnHidden(RULE):
+            verdict = f"{verdict} ({criterion.get('aggregate', 'all')})"
+        return verdict
+
     def _show_note(self, row: int, *_args) -> None:
         criterion = self.rows[row][1] if 0 <= row < len(self.rows) else {}
-        lines = [str(criterion.get("note", "") or "")]
+        quote = str(criterion.get("quote") or criterion.get("paper") or "")
+        estimate = criterion.get("estimate", criterion.get("measured"))
+        compact = self.table.isColumnHidden(QUOTE)
+        lines = [f"“{quote}”" if quote and compact else "",
+                 f"estimate {format_value(estimate)}" if compact and criterion
+                 and not criterion.get("parts") else "",
+                 f"rule {rule_text(criterion)}" if compact and criterion else "",
+                 str(criterion.get("note", "") or "")]
         if criterion.get("method"):
             lines.append(f"interval: {criterion['method']}, level "
                          f"{criterion.get('level', 0.95):g}")
-        text = "; ".join(filter(None, lines))
-        name = criterion.get("name", "")
+        text = html.escape("; ".join(filter(None, lines)))  # a rule's "<" is text, not a tag
+        name = html.escape(str(criterion.get("name", "")))
         self._show(self.criterion_note, f"<b>{name}</b>: {text}" if text else "")
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
@@ -448,7 +475,7 @@ def units_text(units: list[dict]) -> str:
     hosts = Counter(str(unit.get("host") or "?") for unit in units)
     where = ", ".join(f"{count} on {host}" for host, count in hosts.items())
     tasks = " (Ray tasks)" if all(unit.get("task") for unit in units) else ""
-    return f" · {len(units)} units: {where}{tasks}"
+    return f" · {len(units)} unit{'' if len(units) == 1 else 's'}: {where}{tasks}"
 
 
 # -- what every place that offers a reproduction shares --------------------------------------

@@ -97,6 +97,7 @@ def test_the_panel_in_front_shows_the_latest_claim_of_each_paper_it_owns(window_
     rows = {content.papers.item(i).data(claim_dock.PAPER_ROLE): content.papers.item(i).text()
             for i in range(content.papers.count())}
     assert "scicl" not in rows and "kcgm" not in rows and "chipstar" not in rows
+    assert content.selected_paper() == "eos"  # the first paper with a claim to show
     assert rows["eos"] == "eos  PASS  (cpu)"
     assert rows["pita"] == "pita  — not reproduced yet"
     assert rows["svan"] == "svan  — unreadable claim"

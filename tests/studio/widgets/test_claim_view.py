@@ -11,6 +11,8 @@ from PySide6.QtGui import QColor
 from engine import verdicts as v
 from engine.api import Claim, Criterion
 from studio.widgets.claim_view import (
+    COMPACT_FOREST_PX,
+    ESTIMATE,
     FOREST,
     FOREST_ROLE,
     NAME,
@@ -18,7 +20,10 @@ from studio.widgets.claim_view import (
     RULE,
     VERDICT,
     ClaimView,
+    exploratory_text,
     forest_of,
+    settings_text,
+    units_text,
 )
 
 AMBER, GREEN, RED = "#d68910", "#1e8449", "#c0392b"
@@ -179,3 +184,39 @@ def test_a_claim_that_cannot_be_read_is_said_so(make_widget):
     view.set_claim({"paper": "x", "verdict": "ERROR",
                     "criteria": [{"name": "c", "rule": {"band": None}, "interval": [1]}]})
     assert view.claim is None and "Not a readable claim" in view.verdict_label.text()
+
+
+def test_compact_view_moves_the_quote_under_the_table(make_widget):
+    view = make_widget(ClaimView, v2_claim())
+    assert "raises recovery" not in view.criterion_note.text()  # it has its own column
+    view.set_compact()
+    assert all(view.table.isColumnHidden(c) for c in (QUOTE, ESTIMATE, RULE))
+    assert "estimate 0.2" in view.criterion_note.text()
+    assert "rule &gt; 0.05" in view.criterion_note.text()
+    assert view.table.item(3, VERDICT).text() == "PASS"  # "any of 2 parts" is in the note
+    assert view.table.columnWidth(FOREST) == COMPACT_FOREST_PX
+    assert "“the bypass raises recovery”" in view.criterion_note.text()
+    view.table.setCurrentCell(2, 0)
+    assert "“lower loss”" in view.criterion_note.text()
+    view.set_claim(v2_claim() | {"criteria": [{"name": "TV < 0.1", "measured": 0.4,
+                                               "target": 0.1, "op": "<", "paper": "TV < 0.1",
+                                               "note": "a < b", "passed": False}]})
+    assert "TV &lt; 0.1" in view.criterion_note.text()  # shown as text, not eaten as a tag
+    view.set_compact(False)
+    assert not view.table.isColumnHidden(QUOTE) and "“" not in view.criterion_note.text()
+    view.set_claim(v2_claim())
+    assert view.table.item(3, VERDICT).text() == "PASS (any)"
+
+
+def test_where_the_units_ran_and_the_profile_texts(make_widget):
+    units = [{"host": "node-a", "task": "t1"}, {"host": "node-a", "task": "t2"},
+             {"host": "node-b", "task": "t3"}]
+    view = make_widget(ClaimView, v2_claim() | {"units": units})
+    assert view.details.text().endswith(" · 3 units: 2 on node-a, 1 on node-b (Ray tasks)")
+    assert units_text([{"host": "here", "task": None}]) == " · 1 unit: 1 on here"
+    assert units_text([]) == ""
+    assert settings_text({"seeds": 5, "horizon": 1_000_000, "tasks": ["a", "b"],
+                          "lr": 0.25}) == "seeds 5; horizon 1000000; tasks a, b; lr 0.25"
+    assert exploratory_text({}, {"seeds": 5}, "cpu") == ""
+    assert exploratory_text({"seeds": 8}, {"seeds": 5}, "cpu").startswith(
+        "Exploratory: seeds changed (8; the cpu profile has 5).")
