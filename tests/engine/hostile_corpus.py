@@ -74,6 +74,12 @@ def _npz_bomb(path: Path) -> None:
         member.write(bytes(2_000_000_000 % len(chunk)))
 
 
+def _zero_mask(path: Path) -> None:
+    """A normal file that compresses 1000x: an all-zero 512^3 uint8 mask (128 MB in about
+    128 KB). Opened by its size against the budget, never refused for its ratio."""
+    np.savez_compressed(path, mask=np.zeros((512, 512, 512), np.uint8))
+
+
 def _gzip_members(path: Path, unit: bytes, members: int) -> None:
     """Concatenated gzip members: the trailer declares one member, the stream holds all."""
     one = gzip.compress(unit, compresslevel=9)
@@ -218,6 +224,8 @@ def _png_folder(path: Path) -> None:
 SPECS = (
     Spec("zip bomb npz", "bomb.npz", _npz_bomb,
          (INSPECT, ("input", "sae_pc1.train", "activations"))),
+    Spec("all-zero mask npz (1000x, normal)", "mask.npz", _zero_mask,
+         (INSPECT, ("input", "sae_pc1.train", "activations")), expect="read"),
     # 3 members of 64 MB of chat lines in about 200 KB, as in the drill's .jsonl.gz
     Spec("gzip bomb transcripts", "bomb.jsonl.gz",
          lambda p: _gzip_members(p, _chat_lines(16_000), 3),
