@@ -16,7 +16,6 @@ nothing is half-saved, since every write in Studio is atomic.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import sys
 import threading
@@ -35,6 +34,7 @@ EXIT_RAISED = 1                # the script raised (or Studio refused one of its
 EXIT_USAGE = 2                 # the script file cannot be read or compiled
 EXIT_TIMED_OUT = 124           # --timeout ran out (as coreutils' timeout says it)
 DEFAULT_EXPORT_DPI = 192
+EXPORT_TIMEOUT_S = 120.0       # an engine-rendered PDF
 
 
 class StudioRefused(Exception):
@@ -243,9 +243,14 @@ class Studio:
         wait cancels the job."""
         bridge = self.window.bridge
         self._ensure_engine()
-        job_id = self._wait(bridge.submit(method, params or {}, inputs or {}, seed,
-                                          self.window.settings.cluster or "local"),
-                            what=f"submitting {method}")
+        try:
+            job_id = self._wait(bridge.submit(method, params or {}, inputs or {}, seed,
+                                              self.window.settings.cluster or "local"),
+                                what=f"submitting {method}")
+        except Exception as exc:  # the engine's refusal: unknown method, bad parameters...
+            from studio.host import error_message
+
+            raise StudioRefused(f"{method}: {error_message(exc)}") from exc
         self.window.runs_dock.select(job_id)
         try:
             self._wait(_job_ended(bridge, job_id), timeout_s=timeout_s,
@@ -272,36 +277,24 @@ class Studio:
     # -- figures -------------------------------------------------------------------------------
     def export(self, path: str | os.PathLike, dpi: int = DEFAULT_EXPORT_DPI,
                caption: bool = False) -> str:
-        """The figure of the tab in front, as Ctrl+E writes it (PNG, SVG or PDF by the
-        suffix, provenance inside); returns the path written."""
-        window = self.window
+        """The figure of the tab in front, as Ctrl+E writes it (the ``app.export_figure``
+        command: PNG, SVG or PDF by the suffix, provenance inside); returns the path written
+        once it is there (a plot's PDF is rendered by the engine, which is started for it)."""
         target = Path(path).expanduser().resolve()
-        widget = window.tabs.currentWidget()
-        title = window.tabs.tabText(window.tabs.currentIndex())
-        plot = window.current_plot()
-        with self._refusals():
-            if plot is None and callable(getattr(widget, "export_figure", None)):
-                accepted = inspect.signature(widget.export_figure).parameters
-                options = {name: value for name, value in (("dpi", dpi), ("caption", caption))
-                           if name in accepted}
-                try:
-                    written = widget.export_figure(str(target), **options)
-                except Exception as exc:
-                    raise StudioRefused(f"{target}: {exc}") from exc
-                return str(written or target)
-            if plot is None:
-                raise StudioRefused(f"the {title} tab has no figure to export")
-            if target.suffix.lower() == ".pdf":
-                self._ensure_engine()
-            done: asyncio.Future = asyncio.get_event_loop().create_future()
-            window.export_plot_to(plot, target, dpi=dpi,
-                                  on_done=lambda written: done.done() or done.set_result(written))
-            if not done.done() and target.suffix.lower() != ".pdf":
-                return str(target) if target.exists() else self._fail_export(target)
-            return str(self._wait(done, what=f"exporting {target.name}"))
-
-    def _fail_export(self, target: Path) -> str:
-        raise StudioRefused(f"{target}: the export wrote nothing")
+        engine_pdf = target.suffix.lower() == ".pdf" and self.window.current_plot() is not None
+        if engine_pdf:
+            self._ensure_engine()
+        before = target.stat().st_mtime_ns if target.exists() else None
+        self.command("app.export_figure", path=str(target), dpi=dpi, caption=caption)
+        if engine_pdf:
+            errors = self.window.errors
+            seen = len(errors)
+            with self._refusals():   # the engine's refusal ends the wait and is raised
+                self._wait(_rewritten(target, before, lambda: len(errors) > seen),
+                           timeout_s=EXPORT_TIMEOUT_S, what=f"the engine's PDF {target.name}")
+        if not target.exists():
+            raise StudioRefused(f"{target}: the export wrote nothing")
+        return str(target)
 
     # -- sessions ------------------------------------------------------------------------------
     def save_session(self, path: str | os.PathLike) -> str:
@@ -385,6 +378,13 @@ def _close_message_boxes(window: Any) -> None:
         box.close()
 
 
+async def _rewritten(target: Path, before: int | None, failed: Callable[[], bool],
+                     poll_s: float = 0.05) -> None:
+    """Until ``target`` is (re)written, or ``failed()``."""
+    while not failed() and (not target.exists() or target.stat().st_mtime_ns == before):
+        await asyncio.sleep(poll_s)
+
+
 async def _job_ended(bridge: Any, job_id: str, poll_s: float = 0.05) -> None:
     while (record := bridge.jobs.get(job_id)) is None or record.active:
         await asyncio.sleep(poll_s)
@@ -448,6 +448,8 @@ def run_script(window: Any, script: str | os.PathLike, files: list[str],
     """Open ``session`` and ``files``, run ``script`` against a ``Studio`` of ``window``;
     returns the exit code: 0, the script's ``SystemExit`` code, 1 when it raised (its line
     printed), 2 when it cannot be read, 124 when ``timeout_s`` ran out."""
+    from studio.macros import is_macro
+
     err = out or sys.stderr
     path = Path(script).expanduser().resolve()
     try:
@@ -473,6 +475,8 @@ def run_script(window: Any, script: str | os.PathLike, files: list[str],
                 studio.open_session(session)
             for name in files:
                 studio.open(name)
+            if is_macro(source):
+                return _replay(studio, path, err)
             exec(code, namespace)  # noqa: S102 - running the user's script is the point
         return 0
     except SystemExit as exc:
@@ -487,6 +491,15 @@ def run_script(window: Any, script: str | os.PathLike, files: list[str],
         sys.argv = saved_argv
         if watchdog is not None:
             watchdog.cancel()
+
+
+def _replay(studio: Studio, path: Path, err: TextIO) -> int:
+    """A recorded macro: every line is tried, the refused ones listed (exit 1 if any)."""
+    from studio.macros import replay_macro
+
+    replay = replay_macro(studio.command, path)
+    print(replay.summary(), file=err)
+    return 0 if replay.complete else EXIT_RAISED
 
 
 def _system_exit_code(exc: SystemExit, err: TextIO) -> int:

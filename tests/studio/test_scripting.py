@@ -1,0 +1,211 @@
+"""``studio --script`` and the ``studio`` object: the route canvas's workflow (open, a command
+edit, undo, export) run headless in a subprocess writes the figure the window's own path
+writes; a script that raises, calls an unknown command, exits, or loops past ``--timeout``
+exits non-zero naming its line; the window stays live while a script waits on a run."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import provenance
+from engine.vlsi import shared_design_paths
+from studio.scripting import EXIT_RAISED, EXIT_TIMED_OUT, Studio, StudioRefused, run_script
+
+ROOT = Path(__file__).resolve().parents[2]
+DESIGN = shared_design_paths()
+needs_design = pytest.mark.skipif(DESIGN is None, reason="../shared/data/vlsi is absent")
+
+
+def studio_script(tmp_path: Path, source: str, *files: str, timeout_s: float | None = None,
+                  wait_s: float = 180) -> subprocess.CompletedProcess:
+    """``studio --script`` in a subprocess, on a workspace, settings and logs of its own."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(source), encoding="utf-8")
+    home = tmp_path / "home"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(home / "config"),
+           "STUDIO_LOG_DIR": str(home / "logs"), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "studio.app", "--workspace", str(tmp_path / "workspace"),
+               "--script", str(script), *files]
+    if timeout_s is not None:
+        command += ["--timeout", str(timeout_s)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=wait_s)
+
+
+def first_wire() -> tuple[dict, float]:
+    """A wire of the gcd design named as the routing commands name it, and a move."""
+    from panels.routing.commands import RoutingState, wire_args
+    from panels.routing.model import RouteModel
+
+    model = RouteModel()
+    model.load_def(DESIGN[1], DESIGN[0])
+    index = next(i for i, net in enumerate(model.design.nets)
+                 if len(model.design.net_wiring(i)[0]))
+    raw = model.design.net_wiring(index)[0][0]
+    net = model.design.nets[index].name
+    return wire_args(RoutingState(model, host=None), net, model.segment_row(raw)), 0.38
+
+
+def image_pixels(path: Path):
+    from PySide6.QtGui import QImage
+
+    image = QImage(str(path))
+    assert not image.isNull(), path
+    return image.width(), image.height(), bytes(image.constBits())
+
+
+def comparable(record: dict) -> dict:
+    """A provenance record without what differs between two writes of the same figure."""
+    return {key: value for key, value in record.items() if key not in ("written",)}
+
+
+@needs_design
+def test_route_workflow_headless_matches_the_window(tmp_path, main_window, qtbot):
+    wire, dx_um = first_wire()
+    headless_png = tmp_path / "headless.png"
+    result = studio_script(tmp_path, f"""
+        import json
+        wire = {json.dumps(wire)}
+        studio.command("routing.move_wire", **wire, dx_um={dx_um})
+        edits = studio.panel("routing")["documents"][0]["edits"]
+        assert len(edits) == 1, edits
+        studio.command("edit.undo")
+        assert studio.panel("routing")["documents"][0]["edits"] == []
+        studio.command("routing.move_wire", **wire, dx_um={dx_um})
+        written = studio.export({str(headless_png)!r})
+        state = studio.panel("routing")
+        print(json.dumps({{"written": written, "edits": state["documents"][0]["edits"],
+                          "segments": studio.data("routing")["design.segments"].shape[0]}}))
+        """, str(DESIGN[1]))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["written"] == str(headless_png) and len(report["edits"]) == 1
+    assert report["segments"] > 1000
+
+    # the same steps through the window: a click's command, Edit > Undo, Ctrl+E's export
+    window = main_window
+    window.open_paths([str(DESIGN[1])])
+    qtbot.waitUntil(lambda: "routing" in window.panel_widgets and
+                    window.panel_widgets["routing"].model.design is not None, timeout=60_000)
+    window.commands.trigger("routing.move_wire", **wire, dx_um=dx_um)
+    window.undo_action.trigger()
+    window.commands.trigger("routing.move_wire", **wire, dx_um=dx_um)
+    window_png = tmp_path / "window.png"
+    assert window.command("app.export_figure", path=str(window_png))
+    assert image_pixels(headless_png) == image_pixels(window_png)
+    headless, shown = provenance.read(headless_png), provenance.read(window_png)
+    assert comparable(headless) == comparable(shown)
+    assert headless["view"]["edited"] is True and headless["view"]["panel"] == "routing"
+
+
+def test_a_script_that_loops_is_stopped_by_its_timeout_at_its_line(tmp_path):
+    started = time.monotonic()
+    result = studio_script(tmp_path, """
+        n = 0
+        while True:
+            n += 1
+        """, timeout_s=1)
+    assert result.returncode == EXIT_TIMED_OUT, result.stderr
+    assert "script.py (line 3" in result.stderr or "script.py (line 4" in result.stderr
+    assert "ScriptTimedOut" in result.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_a_script_stuck_outside_python_is_ended_after_its_timeout(tmp_path):
+    result = studio_script(tmp_path, """
+        import time
+        time.sleep(120)
+        """, timeout_s=1)
+    assert result.returncode == EXIT_TIMED_OUT
+    assert "script.py (line 3): did not stop after its timeout" in result.stderr
+
+
+def run_in_window(window, tmp_path: Path, source: str, *files: str) -> tuple[int, str]:
+    script = tmp_path / "inline.py"
+    script.write_text(textwrap.dedent(source), encoding="utf-8")
+    err = io.StringIO()
+    return run_script(window, script, list(files), out=err), err.getvalue()
+
+
+def test_errors_exit_non_zero_with_the_scripts_line(main_window, tmp_path):
+    code, err = run_in_window(main_window, tmp_path, """
+        x = 1
+        raise ValueError("boom")
+        """)
+    assert code == EXIT_RAISED
+    assert "inline.py (line 3): ValueError: boom" in err and 'raise ValueError("boom")' in err
+
+    code, err = run_in_window(main_window, tmp_path, """
+        studio.command("routing.no_such_thing", net="_001_")
+        """)
+    assert code == EXIT_RAISED
+    assert "line 2" in err and "routing.no_such_thing: no such command" in err
+
+    code, err = run_in_window(main_window, tmp_path, 'studio.command("view.theme", theme="x")')
+    assert code == EXIT_RAISED and "view.theme: theme" in err
+
+    code, _err = run_in_window(main_window, tmp_path, "raise SystemExit(3)")
+    assert code == 3
+    code, _err = run_in_window(main_window, tmp_path, "import sys\nsys.exit()")
+    assert code == 0
+
+    code, err = run_in_window(main_window, tmp_path, "def broken(:\n    pass")
+    assert code == 2 and "inline.py, line 1" in err
+
+    code, err = run_in_window(main_window, tmp_path, "print(1)", str(tmp_path / "nope.def"))
+    assert code == EXIT_RAISED and "nope.def: no such file" in err
+
+
+def test_unreadable_file_is_refused_with_the_windows_message(main_window, tmp_path):
+    bad = tmp_path / "broken.def"
+    bad.write_text("VERSION 5.8 ;\nDESIGN broken ;\nUNITS DISTANCE MICRONS", encoding="utf-8")
+    studio = Studio(main_window)
+    with pytest.raises(StudioRefused, match="broken.def"):
+        studio.open(bad)
+    assert not main_window._message_boxes   # the script's refusal, not a box left open
+
+
+def test_panel_and_data_describe_what_is_open(main_window):
+    studio = Studio(main_window)
+    closed = studio.panel("routing")
+    assert closed["open"] is False and closed["documents"] == []
+    with pytest.raises(StudioRefused, match="no panel 'nope'"):
+        studio.panel("nope")
+    with pytest.raises(StudioRefused, match="not open"):
+        studio.data("routing")
+    assert any(command["id"] == "edit.undo" for command in studio.commands())
+    if DESIGN is not None:
+        assert studio.open(DESIGN[1]) == "routing"
+        described = studio.panel("routing")
+        assert described["open"] and described["in_front"]
+        assert described["documents"][0]["path"] == str(DESIGN[1].resolve())
+        assert described["view_state"] is not None and not described["missing"]
+        arrays = studio.data("routing")
+        assert arrays["design.segments"].ndim == 2
+
+
+def test_run_waits_for_the_job_while_the_window_stays_live(main_window, qtbot):
+    from PySide6.QtCore import QTimer
+
+    studio = Studio(main_window)
+    ticks: list[int] = []
+    clock = QTimer()
+    clock.timeout.connect(lambda: ticks.append(1))
+    clock.start(20)
+    started = time.monotonic()
+    run = studio.run("diag.echo", {"message": "from a script"})
+    clock.stop()
+    assert run["state"] == "succeeded", run
+    assert run["id"] and Path(run["run_dir"]).is_dir()
+    assert len(ticks) >= (time.monotonic() - started) / 0.02 * 0.3   # the loop kept turning
+    with pytest.raises(StudioRefused):
+        studio.run("diag.no_such_method")
