@@ -298,10 +298,11 @@ class ViewerModel:
 
     # -- ROIs --------------------------------------------------------------------------------
 
-    def add_sphere(self, radius_mm: float) -> Roi:
-        """A sphere ROI of the functional layer's voxels within ``radius_mm`` of the cursor."""
+    def add_sphere(self, radius_mm: float, centre_mm=None) -> Roi:
+        """A sphere ROI of the functional layer's voxels within ``radius_mm`` of the cursor
+        (or of ``centre_mm``, a world point)."""
         volume = self._need_functional()
-        centre = self.cursor_world()
+        centre = self.cursor_world() if centre_mm is None else np.asarray(centre_mm, float)
         reach = radius_mm / min(volume.voxel_mm) + 1
         middle = volume.world_to_voxel(centre)
         lo = np.maximum(np.floor(middle - reach), 0).astype(int)
@@ -312,7 +313,7 @@ class ViewerModel:
         if not near.any():  # a radius below the voxel size: the voxel at the cursor
             near = np.linalg.norm(voxels - np.rint(middle), axis=1) == 0
         if not near.any():
-            raise ValueError("the cursor is outside the functional image")
+            raise ValueError("the sphere's centre is outside the functional image")
         x, y, z = np.round(centre).astype(int)
         roi = Roi(f"sphere {radius_mm:g} mm at ({x}, {y}, {z})", voxels[near],
                   centre_mm=tuple(float(c) for c in centre), radius_mm=float(radius_mm))

@@ -13,11 +13,16 @@ one, and its quality-check plots; chunks are kept or discarded and the time rang
 through the host's undo stack (a layer replaced or closed takes its steps off it, keeping its
 autosave), and a region (a sphere or box at the cursor, or an atlas's labels) masked. The
 time axis exports as MP4 (imageio-ffmpeg), figures as PNG, SVG or PDF.
+
+Every action is an ``fmri.*`` command (``panels/fmri/commands.py``) that changes the
+``FmriState``; buttons, boxes, sliders and clicks trigger them with what the user picked as
+named arguments, and the panel redraws what the state says changed. ``view_state`` and
+``restore_view_state`` save and reopen what is shown (issue 39).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -42,24 +47,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.io import FormatError
-from engine.io.nifti import bids_runs, open_volume
 from engine.plots import heatmap
-from panels.fmri.generated import (
-    CropFrames,
-    GeneratedLayer,
-    GeneratedLayers,
-    MaskedVolume,
-    MaskRegion,
-    SetChunkKept,
-    checked_mask,
-    decode,
-    is_generated,
-    write_layer,
+from panels.fmri.commands import (
+    SCOPE,
+    FmriState,
+    OverlayStyle,
+    conversion_cache,  # noqa: F401  (where opened .nii.gz files are converted; tests patch it)
+    register,
 )
+from panels.fmri.generated import GeneratedLayer, write_layer
 from panels.fmri.model import (
     OVERLAY_COLORMAPS,
-    ViewerModel,
+    PLANES,
     connectivity,
     orientation_labels,
     plane_axes,
@@ -68,6 +67,8 @@ from panels.fmri.model import (
 )
 from panels.fmri.slicer import Slicer
 from panels.widgets.jobs import PanelJobs
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import CommandError, CommandRegistry, Invocation
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from studio.widgets.plot_view import PlotSpecView
 
@@ -91,21 +92,6 @@ class MovieExportError(RuntimeError):
     """The MP4 could not be written (typically: imageio-ffmpeg is not installed)."""
 
 
-def conversion_cache() -> Path:
-    """Where large .nii.gz files are decompressed once (the workspace's cache, reused)."""
-    from engine.workspace import default_workspace
-
-    return default_workspace() / "cache" / "nifti"
-
-
-@dataclass(frozen=True)
-class OverlayStyle:
-    threshold: float = 0.0
-    vmax: float = 1.0
-    colormap: str = "inferno"
-    opacity: float = 0.7
-
-
 def colourise(values: np.ndarray, style: OverlayStyle) -> np.ndarray:
     """RGBA bytes ``[h, v, 4]``: |value| below the threshold (or NaN) is transparent."""
     span = max(style.vmax - style.threshold, 1e-12)
@@ -119,7 +105,8 @@ def colourise(values: np.ndarray, style: OverlayStyle) -> np.ndarray:
 
 
 class SliceViewBox(pg.ViewBox):
-    """A view whose left click and left drag move the crosshair (other buttons pan/zoom)."""
+    """A view whose left click and left drag move the crosshair (other buttons pan/zoom):
+    ``on_point(pos, final)``, final for a click and a drag's end."""
 
     def __init__(self, on_point) -> None:
         super().__init__(lockAspect=True, invertY=False, enableMenu=False)
@@ -128,14 +115,14 @@ class SliceViewBox(pg.ViewBox):
     def mouseClickEvent(self, ev) -> None:
         if ev.button() == Qt.MouseButton.LeftButton:
             ev.accept()
-            self._on_point(self.mapSceneToView(ev.scenePos()))
+            self._on_point(self.mapSceneToView(ev.scenePos()), True)
         else:
             super().mouseClickEvent(ev)
 
     def mouseDragEvent(self, ev, axis=None) -> None:
         if ev.button() == Qt.MouseButton.LeftButton:
             ev.accept()
-            self._on_point(self.mapSceneToView(ev.scenePos()))
+            self._on_point(self.mapSceneToView(ev.scenePos()), ev.isFinish())
         else:
             super().mouseDragEvent(ev, axis)
 
@@ -145,7 +132,7 @@ class PlaneView:
 
     def __init__(self, plane: int, on_point) -> None:
         self.plane = plane
-        self.box = SliceViewBox(lambda pos: on_point(plane, pos))
+        self.box = SliceViewBox(lambda pos, final: on_point(plane, pos, final))
         self.base = pg.ImageItem()
         self.overlay = pg.ImageItem()
         self.overlay.setZValue(1)
@@ -210,26 +197,28 @@ class PlaneView:
 
 
 class FmriPanel(QWidget):
-    """The panel the shell opens for NIfTI files and BIDS folders (``open_file``)."""
+    """The panel the shell opens for NIfTI files and BIDS folders (``open_file``). Its
+    actions are the ``fmri.*`` commands (``panels/fmri/commands.py``): the controls turn what
+    the user chose into named arguments and trigger them; the panel draws what the state
+    says changed."""
 
     def __init__(self, host=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._host = host
-        self.model = ViewerModel()
+        self.commands = _registry(host)
+        self.state = FmriState(host, view=self)
+        self.state.submit = self._submit_job
+        self.model = self.state.model
+        self.layers = self.state.layers
         self.slicer = Slicer(self)
         self.slicer.finished.connect(self._on_finished)
-        self.style_overlay = OverlayStyle()
-        self.radiological = False
-        self.lightbox = False
         self.last_result: dict | None = None
         self.volume_view = None
         self.time_course: np.ndarray | None = None
         self.fc_matrix: np.ndarray | None = None
+        self.qc_specs: dict[str, dict] = {}
         self._want_time_course = False
         self._generation = 0
-        self.layers = GeneratedLayers()
-        self.layers.listeners.append(self._on_layers_edited)
-        self.active_layer: GeneratedLayer | None = None
         self.generated_course: np.ndarray | None = None
         self.generated_voxel: np.ndarray | None = None   # where generated_course was read
         self._render_timer = QTimer(self, singleShot=True, interval=THROTTLE_MS)
@@ -240,9 +229,55 @@ class FmriPanel(QWidget):
         self._preparation_timer.timeout.connect(self._show_preparation)
         self._slow_reported: set[Path] = set()   # files whose background pass failed
         self._build()
+        self.layers.listeners.append(self._on_layers_edited)
+        self.state.listeners.append(self._on_state)
+        self.commands.bind(SCOPE, self.state)
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self.jobs: PanelJobs | None = None   # the regenerations this panel started
         if host is not None:
             self.jobs = PanelJobs(host, self.info.setText, on_result=self._on_result)
+
+    # -- what the commands changed -----------------------------------------------------------
+
+    @property
+    def active_layer(self) -> GeneratedLayer | None:
+        return self.state.active
+
+    @property
+    def radiological(self) -> bool:
+        return self.state.radiological
+
+    @property
+    def lightbox(self) -> bool:
+        return self.state.lightbox
+
+    @property
+    def style_overlay(self) -> OverlayStyle:
+        return self.state.style
+
+    def _on_state(self, what: str) -> None:
+        """Redraw what a command (or playback) changed."""
+        {"base": self._show_base, "overlay": self._show_overlay, "layers": self._show_layers,
+         "cursor": self._show_cursor, "time": self._show_time,
+         "radiological": self._show_radiological, "lightbox": self._show_lightbox,
+         "style": self._show_style, "range": self._show_range, "rois": self._show_new_rois,
+         "qc": lambda: self._show_qc(self.state.qc_plot),
+         "playing": self._show_playing}[what]()
+
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """An fMRI command's outcome in the information line: its refusal or what it said;
+        after a refusal the check boxes show the state again (a refused toggle unticks)."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused:
+            self.info.setText(f"{invocation.command.title} refused: {invocation.refused}")
+            self._sync_switches()
+        elif isinstance(invocation.result, str):
+            self.info.setText(invocation.result)
+
+    def _run(self, command_id: str, **args) -> bool:
+        """Run a command as a user's action: True when it ran; a refusal is reported."""
+        return self.commands.trigger(command_id, **args) is not None
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -261,6 +296,8 @@ class FmriPanel(QWidget):
         self.ortho.setMinimumHeight(SLICE_ROW_MIN_PX)
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=BASE_COLORMAP, label="base")
         self.colorbar.setImageItem([view.base for view in self.planes])
+        connect(self.colorbar.sigLevelsChangeFinished, self.colorbar, self.commands,
+                "fmri.set_display_range", self._range_args)
         self.ortho.addItem(self.colorbar, row=0, col=3)
         self.overlay_bar = pg.ColorBarItem(values=(0, 1), colorMap="inferno",
                                            interactive=False, label="overlay")
@@ -307,24 +344,34 @@ class FmriPanel(QWidget):
 
     def _build_toolbar(self) -> QHBoxLayout:
         bar = QHBoxLayout()
-        for text, slot in (("Open…", self._choose_file), ("Add overlay…", self._choose_overlay),
-                           ("Label image…", self._choose_labels), ("Export…", self._choose_export)):
+        for text, command_id, ask in (
+                ("Open…", "fmri.open_image", self._choose_file),
+                ("Add overlay…", "fmri.add_overlay", self._choose_overlay),
+                ("Label image…", "fmri.add_label_rois", self._choose_labels),
+                ("Export…", "fmri.export_figure", self._choose_export)):
             button = QPushButton(text)
-            button.clicked.connect(slot)
+            mark_argument(button, command_id)  # asks for the command's file, then runs it
+            button.clicked.connect(ask)
             bar.addWidget(button)
         self.radius_box = QDoubleSpinBox(minimum=0.5, maximum=50.0, value=6.0, suffix=" mm")
+        mark_argument(self.radius_box, "fmri.add_sphere_roi")  # and the mask's radius
         self.sphere_button = QPushButton("Add sphere ROI")
-        self.sphere_button.clicked.connect(lambda: self.add_sphere_roi(self.radius_box.value()))
+        connect_button(self.sphere_button, self.commands, "fmri.add_sphere_roi",
+                       lambda: {"radius_mm": self.radius_box.value()})
         self.radiological_box = QCheckBox("Radiological (L on the right)")
-        self.radiological_box.toggled.connect(self.set_radiological)
+        connect(self.radiological_box.toggled, self.radiological_box, self.commands,
+                "fmri.set_radiological", lambda on: {"on": on})
         self.lightbox_box = QCheckBox("Lightbox")
-        self.lightbox_box.toggled.connect(self.set_lightbox)
+        connect(self.lightbox_box.toggled, self.lightbox_box, self.commands,
+                "fmri.set_lightbox", lambda on: {"on": on})
         self.nan_box = QCheckBox("NaN as 0")
         self.nan_box.setToolTip("Open images with NaN voxels, showing them as 0 (otherwise "
                                 "such files are refused)")
+        mark_argument(self.nan_box, "fmri.open_image")
         self.render_box = QCheckBox("3-D")
         self.render_box.setToolTip("Volume rendering of the current frame (needs OpenGL)")
-        self.render_box.toggled.connect(self.set_3d)
+        connect(self.render_box.toggled, self.render_box, self.commands, "fmri.show_3d",
+                lambda on: {"on": on})
         for widget in (self.radius_box, self.sphere_button, self.radiological_box,
                        self.lightbox_box, self.nan_box, self.render_box):
             bar.addWidget(widget)
@@ -334,14 +381,17 @@ class FmriPanel(QWidget):
     def _build_overlay_bar(self) -> QHBoxLayout:
         bar = QHBoxLayout()
         self.threshold_box = QDoubleSpinBox(minimum=0.0, maximum=1e12, decimals=3)
-        self.threshold_box.valueChanged.connect(lambda v: self.set_overlay_style(threshold=v))
+        self.threshold_box.setKeyboardTracking(False)  # one command per value, not per key
+        connect(self.threshold_box.valueChanged, self.threshold_box, self.commands,
+                "fmri.style_overlay", lambda v: {"threshold": v})
         self.colormap_box = QComboBox()
         self.colormap_box.addItems(OVERLAY_COLORMAPS)
-        self.colormap_box.currentTextChanged.connect(lambda n: self.set_overlay_style(colormap=n))
+        connect(self.colormap_box.currentTextChanged, self.colormap_box, self.commands,
+                "fmri.style_overlay", lambda name: {"colormap": name})
         self.opacity_slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=100,
                                       value=70)
-        self.opacity_slider.valueChanged.connect(
-            lambda v: self.set_overlay_style(opacity=v / 100))
+        self._connect_slider(self.opacity_slider, "fmri.style_overlay",
+                             lambda v: {"opacity": v / 100}, self._preview_opacity)
         for text, widget in (("Overlay threshold", self.threshold_box),
                              ("colour map", self.colormap_box),
                              ("opacity", self.opacity_slider)):
@@ -349,6 +399,15 @@ class FmriPanel(QWidget):
             bar.addWidget(widget)
         bar.addStretch(1)
         return bar
+
+    def _connect_slider(self, slider: QSlider, command_id: str, args, preview) -> None:
+        """A slider runs its command once per step it is put on (keys, clicks) and once when
+        a drag ends; while it is dragged, ``preview`` shows each value (not logged)."""
+        connect(slider.valueChanged, slider, self.commands, command_id,
+                lambda value: None if slider.isSliderDown() else args(value))
+        slider.sliderMoved.connect(preview)
+        slider.sliderReleased.connect(
+            lambda: self.commands.trigger(command_id, **args(slider.value())))
 
     def _build_generated_bar(self) -> QWidget:
         """Layer choice, keep/discard the chunk under the clock, crop, QC plot, save; the
@@ -363,14 +422,15 @@ class FmriPanel(QWidget):
         self.layer_box.setSizeAdjustPolicy(
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.layer_box.setMinimumContentsLength(28)  # run ids and BIDS names are long
-        self.layer_box.currentTextChanged.connect(self.set_active_layer)
+        connect(self.layer_box.currentTextChanged, self.layer_box, self.commands,
+                "fmri.select_layer", lambda name: {"layer": name} if name else None)
         self.chunk_button = QPushButton("Discard chunk")
-        self.chunk_button.clicked.connect(self.toggle_chunk)
+        connect_button(self.chunk_button, self.commands,
+                       ("fmri.discard_chunk", "fmri.keep_chunk"), self._chunk_args)
         self.crop_start = QSpinBox(minimum=0, maximum=0)
         self.crop_stop = QSpinBox(minimum=1, maximum=1)
         crop_button = QPushButton("Crop")
-        crop_button.clicked.connect(lambda: self.crop_layer(self.crop_start.value(),
-                                                            self.crop_stop.value()))
+        connect_button(crop_button, self.commands, "fmri.crop_frames", self._crop_args)
         self.mask_shape_box = QComboBox()
         self.mask_shape_box.addItems(list(MASK_CHOICES))
         self.mask_shape_box.setToolTip("Region: a sphere or a cube (half-side) of the ROI "
@@ -379,16 +439,23 @@ class FmriPanel(QWidget):
         self.mask_clear_box.addItems(["clear outside", "clear inside"])
         self.mask_fill_box = QComboBox()
         self.mask_fill_box.addItems(["to 0", "to NaN"])
+        for widget in (self.crop_start, self.crop_stop):
+            mark_argument(widget, "fmri.crop_frames")
+        for widget in (self.mask_shape_box, self.mask_clear_box, self.mask_fill_box):
+            mark_argument(widget, "fmri.mask_region")
         mask_button = QPushButton("Mask")
-        mask_button.clicked.connect(self._choose_mask)
+        connect_button(mask_button, self.commands, "fmri.mask_region", self._mask_args)
         self.qc_box = QComboBox()
-        self.qc_box.currentTextChanged.connect(self._show_qc)
+        connect(self.qc_box.currentTextChanged, self.qc_box, self.commands,
+                "fmri.show_qc_plot", lambda name: {"name": name} if name else None)
         save_button = QPushButton("Save kept frames…")
+        mark_argument(save_button, "fmri.save_layer")
         save_button.clicked.connect(self._choose_save_layer)
         regenerate_button = QPushButton("Regenerate with T1…")
         regenerate_button.setToolTip("Run brainworld.generate again from the same checkpoint "
                                      "and chunk, conditioned on another anatomy (cancel the "
                                      "file dialog: the template)")
+        mark_argument(regenerate_button, "fmri.regenerate_layer")
         regenerate_button.clicked.connect(self._choose_regenerate)
         for widget in (QLabel("Generated layer"), self.layer_box, self.chunk_button,
                        QLabel("frames"), self.crop_start, QLabel("to"), self.crop_stop,
@@ -406,11 +473,14 @@ class FmriPanel(QWidget):
         bar = QHBoxLayout()
         self.play_button = QPushButton("Play")
         self.play_button.setCheckable(True)
-        self.play_button.toggled.connect(self.set_playing)
+        connect(self.play_button.toggled, self.play_button, self.commands, "fmri.play",
+                lambda on: {"on": on, "fps": self.fps_box.value()})
         self.time_slider = QSlider(Qt.Orientation.Horizontal, minimum=0, maximum=0)
-        self.time_slider.valueChanged.connect(self.set_time)
+        self._connect_slider(self.time_slider, "fmri.set_time", lambda v: {"frame": v},
+                             self.state.set_time_quietly)
         self.fps_box = QSpinBox(minimum=1, maximum=60, value=10, suffix=" frames/s")
-        self.fps_box.valueChanged.connect(self._set_fps)
+        connect(self.fps_box.valueChanged, self.fps_box, self.commands, "fmri.play",
+                lambda fps: {"on": True, "fps": fps} if self.state.playing else None)
         self.time_label = QLabel("t = 0")
         self.preparation_label = QLabel()
         self.preparation_bar = QProgressBar(maximumWidth=160)
@@ -424,89 +494,183 @@ class FmriPanel(QWidget):
     def sizeHint(self) -> QSize:
         return QSize(1100, 800)
 
-    # -- opening -----------------------------------------------------------------------------
+    # -- controls -> command arguments -------------------------------------------------------
+
+    def _range_args(self, _bar=None) -> dict | None:
+        low, high = (float(v) for v in self.colorbar.levels())
+        return {"low": low, "high": high} if high > low else None
+
+    def _chunk_args(self) -> tuple[str, dict]:
+        """Discard the chunk under the clock, or keep it if it was discarded (no chunk
+        there: the command says so)."""
+        layer = self.state.active
+        chunk = None if layer is None else layer.chunk_of(self.model.t)
+        named = {} if layer is None else {"layer": layer.name}
+        if chunk is None:
+            return "fmri.discard_chunk", named
+        kept = chunk not in layer.discarded
+        return ("fmri.discard_chunk" if kept else "fmri.keep_chunk"), {**named, "chunk": chunk}
+
+    def _crop_args(self) -> dict:
+        layer = self.state.active
+        return {**({"layer": layer.name} if layer is not None else {}),
+                "start": self.crop_start.value(), "stop": self.crop_stop.value()}
+
+    def _mask_args(self) -> dict | None:
+        """The region the mask boxes describe, centred on the cursor; for an atlas, a file
+        dialog first (then the command runs from there)."""
+        shape = MASK_CHOICES[self.mask_shape_box.currentText()]
+        clear = "outside" if self.mask_clear_box.currentIndex() == 0 else "inside"
+        fill = "zero" if self.mask_fill_box.currentIndex() == 0 else "nan"
+        if shape == "labels":
+            path, _ = QFileDialog.getOpenFileName(self, "Label image to mask with", "",
+                                                  NIFTI_FILTER)
+            if path:
+                self.mask_layer({"shape": "labels", "path": path, "clear": clear,
+                                 "fill": fill})
+            return None
+        return self._mask_at_cursor_args(shape, self.radius_box.value(), clear, fill)
+
+    def _mask_at_cursor_args(self, shape: str, radius_mm: float, clear: str,
+                             fill: str) -> dict:
+        layer = self.state.active
+        args = {"shape": shape, "radius_mm": radius_mm, "clear": clear, "fill": fill}
+        if layer is not None:
+            args["layer"] = layer.name
+        if self.model.grid is not None:
+            args["centre_mm"] = [round(float(v), 4) for v in self.model.cursor_world()]
+        return args
+
+    # -- the panel's actions, as the shell, drops and tests call them ------------------------
 
     def open_file(self, path) -> bool:
-        """A NIfTI file or a BIDS folder. A 4-D file opened over a 3-D image becomes its
-        overlay (drop a bold run on a T1); anything else replaces what is shown."""
-        path = Path(path)
-        if path.is_file() and is_generated(path) and self.model.functional is not None:
-            return self.open_generated(path)
-        try:
-            if path.is_dir():
-                return self._open_bids(path)
-            volume = open_volume(path, convert_dir=conversion_cache(), nan=self._nan())
-        except (FormatError, ValueError) as exc:
-            return self._fail("Cannot open the file", str(exc))
-        if self.model.base is not None and self.model.base.n_frames == 1 and volume.n_frames > 1:
-            self._set_overlay(volume)
-        else:
-            self._set_base(volume)
-        return True
+        """A NIfTI file or a BIDS folder (``fmri.open_image``); problems are reported."""
+        return self._run("fmri.open_image", **self._open_args(path))
 
     def open_overlay(self, path) -> bool:
-        if self.model.base is None:
-            return self.open_file(path)
-        try:
-            volume = open_volume(path, convert_dir=conversion_cache(), nan=self._nan())
-        except (FormatError, ValueError) as exc:
-            return self._fail("Cannot open the overlay", str(exc))
-        self._set_overlay(volume)
-        return True
+        return self._run("fmri.add_overlay", **self._open_args(path))
 
-    def _open_bids(self, root: Path) -> bool:
-        """The first subject's T1w with its first bold run over it (both opened before
-        either is shown, so a bad run leaves the view as it was)."""
-        runs = bids_runs(root)
-        run = next((r for r in runs if r.anat and r.bold), runs[0])
-        first = open_volume(run.anat[0] if run.anat else run.bold[0],
-                            convert_dir=conversion_cache(), nan=self._nan())
-        bold = None
-        if run.anat and run.bold:
-            try:
-                bold = open_volume(run.bold[0], convert_dir=conversion_cache(), nan=self._nan())
-            except FormatError:
-                first.close()
-                raise
-            bold.tr_s = run.tr_s[0] if run.tr_s[0] is not None else bold.tr_s
-        self._set_base(first)
-        if bold is not None:
-            self._set_overlay(bold)
-        return True
+    def open_generated(self, path) -> bool:
+        return self._run("fmri.open_generated", **self._open_args(path))
 
-    def _nan(self) -> str:
-        return "zero" if self.nan_box.isChecked() else "error"
+    def _open_args(self, path) -> dict:
+        return {"path": str(path), "nan_as_zero": self.nan_box.isChecked()}
 
-    def _set_base(self, volume) -> None:
-        self.set_playing(False)
-        self._close_layers()
-        with self.model.lock:
-            self.model.set_base(volume)
+    def set_cursor(self, display) -> bool:
+        """Move the crosshair to display indices (R, A, S order of the base grid), clipped
+        to the image, as the voxel of the file it shows (``fmri.set_cursor``)."""
+        grid = self.model.grid
+        if grid is None:
+            return self._run("fmri.set_cursor", voxel=(0, 0, 0))  # refused: nothing open
+        clipped = np.clip(np.asarray(display, dtype=int), 0, np.asarray(grid.shape) - 1)
+        voxel = [int(v) for v in grid.to_file(clipped)]
+        return self._run("fmri.set_cursor", voxel=voxel)
+
+    def set_time(self, t: int) -> bool:
+        last = max(self.model.n_frames - 1, 0)
+        return self._run("fmri.set_time", frame=int(np.clip(t, 0, last)))
+
+    def set_radiological(self, on: bool) -> bool:
+        return self._run("fmri.set_radiological", on=bool(on))
+
+    def set_lightbox(self, on: bool) -> bool:
+        return self._run("fmri.set_lightbox", on=bool(on))
+
+    def set_3d(self, on: bool) -> bool:
+        """Show the vispy volume rendering in place of the slices (False: no OpenGL here)."""
+        return self._run("fmri.show_3d", on=bool(on))
+
+    def set_overlay_style(self, **changes) -> bool:
+        """Threshold (|value| below it is transparent), vmax, colour map, opacity (0-1)."""
+        return self._run("fmri.style_overlay", **changes)
+
+    def set_playing(self, on: bool) -> bool:
+        return self._run("fmri.play", on=bool(on), fps=self.fps_box.value())
+
+    def set_active_layer(self, name: str) -> bool:
+        return bool(name) and self._run("fmri.select_layer", layer=name)
+
+    def add_sphere_roi(self, radius_mm: float) -> bool:
+        return self._run("fmri.add_sphere_roi", radius_mm=radius_mm)
+
+    def load_label_image(self, path) -> bool:
+        return self._run("fmri.add_label_rois", path=str(path))
+
+    def toggle_chunk(self) -> bool:
+        """Discard the chunk under the clock, or keep it again if it was discarded."""
+        command_id, args = self._chunk_args()
+        return self._run(command_id, **args)
+
+    def crop_layer(self, start: int, stop: int) -> bool:
+        layer = self.state.active
+        return self._run("fmri.crop_frames", start=start, stop=stop,
+                         **({"layer": layer.name} if layer is not None else {}))
+
+    def mask_layer(self, mask: dict) -> bool:
+        """Clear the voxels outside (or inside) a region of the active layer, to 0 or NaN
+        (``fmri.mask_region``; ``generated.checked_mask`` describes the region)."""
+        layer = self.state.active
+        return self._run("fmri.mask_region", **({"layer": layer.name} if layer else {}),
+                         **mask)
+
+    def mask_at_cursor(self, shape: str, radius_mm: float, clear: str = "outside",
+                       fill: str = "zero") -> bool:
+        """A sphere of ``radius_mm``, or a box of that half-side, centred on the cursor."""
+        return self._run("fmri.mask_region",
+                         **self._mask_at_cursor_args(shape, radius_mm, clear, fill))
+
+    def save_layer(self, path) -> Path:
+        if self.state.active is None:
+            raise ValueError("no generated layer to save")
+        return write_layer(self.state.active, Path(path))
+
+    def regenerate(self, t1=None) -> bool:
+        """Swap the conditioning anatomy and regenerate: the result opens as a new layer."""
+        layer = self.state.active
+        return self._run("fmri.regenerate_layer", t1=None if t1 is None else str(t1),
+                         **({"layer": layer.name} if layer is not None else {}))
+
+    def _submit_job(self, method: str, params: dict, inputs: dict, label: str) -> None:
+        if self.jobs is None:
+            from studio.commands import Refusal
+
+            raise Refusal("regenerating needs Studio with the engine running")
+        self.jobs.submit(method, params, inputs, label=label,
+                         on_error=lambda message: self._fail("Cannot regenerate", message))
+
+    def _on_result(self, job: str, method: str, outputs: dict) -> None:
+        made = outputs.get("generated")
+        if made:
+            self.open_generated(Path(self._host.run_dir(job)) / made)
+
+    # -- drawing what changed ----------------------------------------------------------------
+
+    def _show_base(self) -> None:
         self._generation += 1
         grid = self.model.grid
         for view in self.planes:
             h, v = plane_axes(view.plane)
             view.set_geometry((grid.shape[h], grid.shape[v]),
                               (grid.voxel_mm[h], grid.voxel_mm[v]))
-            view.set_labels(self.radiological)
+            view.set_labels(self.state.radiological)
             view.overlay.clear()
-        low, high = _robust_range(volume.frame(0))
-        self.colorbar.setLevels((low, high))
+        self._show_range(redraw=False)
         self.colorbar.setImageItem([view.base for view in self.planes]
                                    + [self.lightbox_view.base])
         self.overlay_bar.setVisible(False)
         self._after_layers_changed()
 
-    def _set_overlay(self, volume) -> None:
-        with self.model.lock:
-            self.model.set_overlay(volume)
+    def _show_overlay(self) -> None:
         self._generation += 1
-        magnitude = np.abs(volume.frame(0))
-        low, _ = _robust_range(magnitude)
-        high = float(magnitude.max()) if magnitude.max() > low else low + 1.0
         self.overlay_bar.setVisible(True)
-        self.set_overlay_style(threshold=float(low), vmax=high)
         self._after_layers_changed()
+
+    def _show_range(self, redraw: bool = True) -> None:
+        self.colorbar.blockSignals(True)
+        self.colorbar.setLevels(self.state.display_range)
+        self.colorbar.blockSignals(False)
+        if redraw:
+            self._request_redraw(time_course=False)
 
     def _after_layers_changed(self) -> None:
         self._clear_rois()
@@ -520,10 +684,144 @@ class FmriPanel(QWidget):
         self.time_slider.blockSignals(False)
         self._request_redraw()
 
+    def _show_layers(self) -> None:
+        """The layer box lists the open generated layers; the shown one gets the second row,
+        its crop range, quality-check plots and the layer's controls."""
+        layer = self.state.active
+        self.layer_box.blockSignals(True)
+        self.layer_box.clear()
+        self.layer_box.addItems([existing.name for existing in self.layers.layers])
+        if layer is not None:
+            self.layer_box.setCurrentText(layer.name)
+        self.layer_box.blockSignals(False)
+        self._generation += 1
+        if layer is None:
+            self.generated_course = None
+            self.generated_curve.setData([], [])
+            self._show_compare_row(False)
+            self.qc_view.setVisible(False)
+            self.generated_bar.setVisible(False)
+            return
+        self._show_compare_row(True)
+        for spin in (self.crop_start, self.crop_stop):
+            spin.setMaximum(layer.volume.n_frames)
+        self.crop_start.setMaximum(layer.volume.n_frames - 1)
+        self.qc_box.blockSignals(True)
+        self.qc_box.clear()
+        self.qc_specs = layer.qc_specs()
+        self.qc_box.addItems(list(self.qc_specs))
+        self.qc_box.setCurrentText(self.state.qc_plot)
+        self.qc_box.blockSignals(False)
+        self._show_qc(self.state.qc_plot)
+        self.generated_bar.setVisible(True)
+        self._on_layers_edited()
+        self._after_layers_changed()
+
+    def _show_cursor(self) -> None:
+        self._show_crosshair()
+        self._request_redraw()
+
+    def _show_time(self) -> None:
+        t = self.model.t
+        if self.time_slider.value() != t:
+            self.time_slider.blockSignals(True)
+            self.time_slider.setValue(t)
+            self.time_slider.blockSignals(False)
+        self.time_line.setPos(self._time_axis()[t])
+        if self.state.active is not None:
+            self._on_layers_edited()
+        self._request_redraw(time_course=False)
+
+    def _show_radiological(self) -> None:
+        self._sync_switches()
+        for view in self.planes + self.compare_planes:
+            view.set_labels(self.state.radiological)
+        if self.last_result is not None:
+            self._draw(self.last_result)
+        elif self.model.grid is not None:  # nothing drawn yet: crosshair and ROIs still flip
+            self._show_crosshair()
+
+    def _show_lightbox(self) -> None:
+        self._sync_switches()
+        if self.stack.currentWidget() is not self.volume_view or self.volume_view is None:
+            self.stack.setCurrentIndex(1 if self.state.lightbox else 0)
+        self._request_redraw(time_course=False)
+
+    def _sync_switches(self) -> None:
+        """The check boxes and the play button show the state (without running commands)."""
+        showing_3d = self.volume_view is not None and \
+            self.stack.currentWidget() is self.volume_view
+        for box, on in ((self.radiological_box, self.state.radiological),
+                        (self.lightbox_box, self.state.lightbox),
+                        (self.render_box, showing_3d),
+                        (self.play_button, self.state.playing)):
+            if box.isChecked() != on:
+                box.blockSignals(True)
+                box.setChecked(on)
+                box.blockSignals(False)
+
+    def show_3d(self, on: bool) -> str:
+        """The vispy volume rendering in place of the slices, or back; what is missing for it
+        ("" when shown)."""
+        if not on:
+            self.stack.setCurrentIndex(1 if self.state.lightbox else 0)
+            self._sync_switches()
+            return ""
+        if self.volume_view is None:
+            try:
+                from panels.fmri.volume3d import VolumeRenderView
+
+                self.volume_view = VolumeRenderView()
+            except Exception as exc:  # no OpenGL, no vispy backend: the 2-D views remain
+                self._sync_switches()
+                return f"{type(exc).__name__}: {exc}"
+            self.stack.addWidget(self.volume_view)
+        self.stack.setCurrentWidget(self.volume_view)
+        self._sync_switches()
+        self._request_redraw(time_course=False)
+        return ""
+
+    def _show_style(self) -> None:
+        style = self.state.style
+        for widget, value in ((self.threshold_box, style.threshold),
+                              (self.opacity_slider, round(100 * style.opacity))):
+            widget.blockSignals(True)
+            widget.setValue(value)
+            widget.blockSignals(False)
+        self.colormap_box.blockSignals(True)
+        self.colormap_box.setCurrentText(style.colormap)
+        self.colormap_box.blockSignals(False)
+        self.overlay_bar.setColorMap(pg.colormap.get(style.colormap))
+        self.overlay_bar.setLevels((style.threshold, style.vmax))
+        self._request_redraw(time_course=False)
+
+    def _preview_opacity(self, value: int) -> None:
+        """The overlay follows the opacity slider while it is dragged (its release runs the
+        command)."""
+        self.state.style = replace(self.state.style, opacity=value / 100)
+        self._request_redraw(time_course=False)
+
+    def _show_playing(self) -> None:
+        self._sync_switches()
+        if self.state.playing:
+            self._play_timer.start(1000 // self.state.fps)
+            self.play_button.setText("Pause")
+        else:
+            self._play_timer.stop()
+            self.play_button.setText("Play")
+        if self.fps_box.value() != self.state.fps:
+            self.fps_box.blockSignals(True)
+            self.fps_box.setValue(self.state.fps)
+            self.fps_box.blockSignals(False)
+
+    def _advance(self) -> None:
+        if self.slicer.idle():  # playing never queues up frames the worker has not drawn
+            self.state.set_time_quietly((self.model.t + 1) % self.model.n_frames)
+
     def _show_preparation(self) -> None:
         """A progress bar while a .nii.gz is indexed or converted into the workspace in the
         background (its late frames are slow until then); a failed pass is said once."""
-        layer = None if self.active_layer is None else self.active_layer.volume
+        layer = None if self.state.active is None else self.state.active.volume
         volumes = [v for v in (self.model.base, self.model.overlay, layer) if v is not None]
         for volume in volumes:
             if volume.index_error is not None and volume.path not in self._slow_reported:
@@ -545,118 +843,37 @@ class FmriPanel(QWidget):
         self.preparation_bar.setValue(0 if progress is None else round(100 * progress))
 
     def _fail(self, title: str, message: str) -> bool:
+        """Report what is no command's refusal (a background read, a job that failed)."""
         if self._host is not None:
             self._host.show_error(title, message)
         self.info.setText(message)
         return False
 
-    # -- interaction -------------------------------------------------------------------------
+    # -- pointing ----------------------------------------------------------------------------
 
-    def set_cursor(self, display) -> None:
-        """Move the crosshair to display indices (R, A, S order of the base grid)."""
-        if self.model.base is None:
-            return
-        self.model.set_cursor(display)
-        self._show_crosshair()
-        self._request_redraw()
-
-    def set_time(self, t: int) -> None:
-        if self.model.base is None:
-            return
-        self.model.t = int(np.clip(t, 0, self.model.n_frames - 1))
-        if self.time_slider.value() != self.model.t:
-            self.time_slider.setValue(self.model.t)  # comes back here once, unchanged
-        self.time_line.setPos(self._time_axis()[self.model.t])
-        if self.active_layer is not None:
-            self._on_layers_edited()
-        self._request_redraw(time_course=False)
-
-    def set_radiological(self, on: bool) -> None:
-        self.radiological = bool(on)
-        if self.radiological_box.isChecked() != self.radiological:
-            self.radiological_box.setChecked(self.radiological)
-        for view in self.planes + self.compare_planes:
-            view.set_labels(self.radiological)
-        if self.last_result is not None:
-            self._draw(self.last_result)
-        elif self.model.grid is not None:  # nothing drawn yet: crosshair and ROIs still flip
-            self._show_crosshair()
-
-    def set_lightbox(self, on: bool) -> None:
-        self.lightbox = bool(on)
-        if self.lightbox_box.isChecked() != self.lightbox:
-            self.lightbox_box.setChecked(self.lightbox)
-        self.stack.setCurrentIndex(1 if self.lightbox else 0)
-        self._request_redraw(time_course=False)
-
-    def set_3d(self, on: bool) -> bool:
-        """Show the vispy volume rendering in place of the slices (False: no OpenGL here)."""
-        if self.render_box.isChecked() != bool(on):
-            self.render_box.setChecked(bool(on))
-        if not on:
-            self.stack.setCurrentIndex(1 if self.lightbox else 0)
-            return True
-        if self.volume_view is None:
-            try:
-                from panels.fmri.volume3d import VolumeRenderView
-
-                self.volume_view = VolumeRenderView()
-            except Exception as exc:  # no OpenGL, no vispy backend: the 2-D views remain
-                self.render_box.setChecked(False)
-                return self._fail("3-D view unavailable", f"{type(exc).__name__}: {exc}")
-            self.stack.addWidget(self.volume_view)
-        self.stack.setCurrentWidget(self.volume_view)
-        self._request_redraw(time_course=False)
-        return True
-
-    def set_overlay_style(self, **changes) -> None:
-        """Threshold (|value| below it is transparent), vmax, colour map, opacity (0-1)."""
-        values = {**self.style_overlay.__dict__, **changes}
-        self.style_overlay = OverlayStyle(**values)
-        for widget, value in ((self.threshold_box, self.style_overlay.threshold),
-                              (self.opacity_slider, round(100 * self.style_overlay.opacity))):
-            widget.blockSignals(True)
-            widget.setValue(value)
-            widget.blockSignals(False)
-        self.colormap_box.blockSignals(True)
-        self.colormap_box.setCurrentText(self.style_overlay.colormap)
-        self.colormap_box.blockSignals(False)
-        self.overlay_bar.setColorMap(pg.colormap.get(self.style_overlay.colormap))
-        self.overlay_bar.setLevels((self.style_overlay.threshold, self.style_overlay.vmax))
-        self._request_redraw(time_course=False)
-
-    def set_playing(self, on: bool) -> None:
-        if self.play_button.isChecked() != bool(on):
-            self.play_button.setChecked(bool(on))
-        if on and self.model.n_frames > 1:
-            self._play_timer.start(1000 // self.fps_box.value())
-            self.play_button.setText("Pause")
-        else:
-            self._play_timer.stop()
-            self.play_button.setText("Play")
-
-    def _set_fps(self, fps: int) -> None:
-        if self._play_timer.isActive():
-            self._play_timer.start(1000 // fps)
-
-    def _advance(self) -> None:
-        if self.slicer.idle():  # playing never queues up frames the worker has not drawn
-            self.set_time((self.model.t + 1) % self.model.n_frames)
-
-    def _on_point(self, plane: int, pos: QPointF) -> None:
-        if self.model.grid is None:
+    def _on_point(self, plane: int, pos: QPointF, final: bool = True) -> None:
+        """A click (or the end of a drag) on a plane moves the cursor by command; a drag in
+        progress moves the crosshair only."""
+        grid = self.model.grid
+        if grid is None:
             return
         view = self.planes[plane]
         h_axis, v_axis = plane_axes(plane)
         h = int(np.floor(pos.x() / view.voxel_mm[0]))
         v = int(np.floor(pos.y() / view.voxel_mm[1]))
-        if self.radiological and h_axis == 0:
-            h = self.model.grid.shape[0] - 1 - h
+        if self.state.radiological and h_axis == 0:
+            h = grid.shape[0] - 1 - h
         cursor = list(self.model.cursor)
         cursor[h_axis], cursor[v_axis] = h, v
-        self.set_cursor(cursor)
+        self._point_at(cursor, final)
 
-    def _on_lightbox_point(self, _plane: int, pos: QPointF) -> None:
+    def _point_at(self, display, final: bool) -> None:
+        if final:
+            self.set_cursor(display)
+        else:
+            self.state.set_cursor_quietly(display)
+
+    def _on_lightbox_point(self, _plane: int, pos: QPointF, final: bool = True) -> None:
         grid = self.model.grid
         if grid is None or self.lightbox_view.size_mm == (1.0, 1.0):
             return
@@ -668,9 +885,9 @@ class FmriPanel(QWidget):
             return
         h = int((pos.x() - column * tile_w) // grid.voxel_mm[0])
         v = int((pos.y() - (rows - 1 - row) * tile_h) // grid.voxel_mm[1])
-        if self.radiological:
+        if self.state.radiological:
             h = grid.shape[0] - 1 - h
-        self.set_cursor((h, v, int(indices[n])))
+        self._point_at((h, v, int(indices[n])), final)
 
     def _lightbox_layout(self) -> tuple[int, int, np.ndarray]:
         count = min(16, self.model.grid.shape[2])
@@ -847,64 +1064,6 @@ class FmriPanel(QWidget):
         tr = volume.tr_s if volume is not None and volume.tr_s else 1.0
         return np.arange(self.model.n_frames) * tr
 
-    # -- generated layers ----------------------------------------------------------------------
-
-    def open_generated(self, path) -> bool:
-        """A generated run beside the real one: second row of planes, same cursor and clock;
-        its autosaved edits come back."""
-        path = Path(path)
-        if self.model.functional is None:
-            return self._fail("Cannot compare", "open the real 4-D run first, then the "
-                                                "generated one")
-        try:
-            volume = open_volume(path, convert_dir=conversion_cache(), nan=self._nan())
-        except (FormatError, ValueError) as exc:
-            return self._fail("Cannot open the generated run", str(exc))
-        layer = GeneratedLayer.open(path, volume)
-        replaced = [existing for existing in self.layers.layers if existing.path == path]
-        for old in replaced:
-            old.volume.close()
-        self._forget_edits(replaced)  # its saved edits are replayed onto the new layer next
-        self.layers.add(layer)
-        restore = getattr(self._host, "restore_edits", None)
-        if callable(restore):
-            try:  # the saved edits are this file's, whatever name the layer had then
-                restore(layer.document, self.layers,
-                        lambda data: decode({**data, "layer": layer.name}))
-            except (ValueError, KeyError, IndexError) as exc:  # e.g. a mask's atlas is gone
-                self._fail("Some edits of the generated run were not replayed", str(exc))
-        self.layer_box.blockSignals(True)
-        self.layer_box.clear()
-        self.layer_box.addItems([existing.name for existing in self.layers.layers])
-        self.layer_box.blockSignals(False)
-        self.set_active_layer(layer.name)
-        return True
-
-    def set_active_layer(self, name: str) -> None:
-        if not name:
-            return
-        layer = self.layers.get(name)
-        self.active_layer = layer
-        if self.layer_box.currentText() != name:
-            self.layer_box.setCurrentText(name)
-        with self.model.lock:
-            self.model.set_compare(MaskedVolume(layer))
-            self.model.clock_frames = layer.first_frame + layer.volume.n_frames
-        self._generation += 1
-        self._show_compare_row(True)
-        for spin in (self.crop_start, self.crop_stop):
-            spin.setMaximum(layer.volume.n_frames)
-        self.crop_start.setMaximum(layer.volume.n_frames - 1)
-        self.qc_box.blockSignals(True)
-        self.qc_box.clear()
-        self.qc_specs = layer.qc_specs()
-        self.qc_box.addItems(list(self.qc_specs))
-        self.qc_box.blockSignals(False)
-        self._show_qc(self.qc_box.currentText())
-        self.generated_bar.setVisible(True)
-        self._on_layers_edited()
-        self._after_layers_changed()
-
     def _show_compare_row(self, shown: bool) -> None:
         """The generated row under the real one; each row is titled while both are shown.
         Each row keeps ``SLICE_ROW_MIN_PX`` of height (the runs dock gives way), so a second
@@ -939,71 +1098,6 @@ class FmriPanel(QWidget):
     def _compare_t(self) -> int | None:
         return None if self.active_layer is None else self.active_layer.frame_at(self.model.t)
 
-    def toggle_chunk(self) -> bool:
-        """Discard the chunk under the clock, or keep it again if it was discarded."""
-        layer = self.active_layer
-        chunk = None if layer is None else layer.chunk_of(self.model.t)
-        if chunk is None:
-            return self._fail("No generated chunk here", "move the clock into the generated "
-                                                         "frames first")
-        self._push(SetChunkKept(layer.name, chunk, chunk in layer.discarded))
-        return True
-
-    def crop_layer(self, start: int, stop: int) -> bool:
-        layer = self.active_layer
-        if layer is None:
-            return self._fail("No generated layer", "open a generated run first")
-        if not 0 <= start < stop <= layer.volume.n_frames:
-            return self._fail("Cannot crop", f"frames {start} to {stop} are outside the "
-                                             f"{layer.volume.n_frames} generated frames")
-        self._push(CropFrames(layer.name, start, stop, layer.crop))
-        return True
-
-    def mask_layer(self, mask: dict) -> bool:
-        """Clear the voxels outside (or inside) a region of the active layer, to 0 or NaN:
-        an undoable edit (see ``generated.checked_mask`` for the region's form)."""
-        layer = self.active_layer
-        if layer is None:
-            return self._fail("No generated layer", "open a generated run first")
-        try:
-            mask = checked_mask(mask)
-            inside = layer.region(mask)
-            if inside.all() if mask["clear"] == "outside" else not inside.any():
-                return self._fail("Cannot mask", "the region clears no voxel of the layer")
-        except ValueError as exc:  # checked before the undo stack applies it
-            return self._fail("Cannot mask", str(exc))
-        self._push(MaskRegion(layer.name, mask))
-        return True
-
-    def mask_at_cursor(self, shape: str, radius_mm: float, clear: str = "outside",
-                       fill: str = "zero") -> bool:
-        """A sphere of ``radius_mm``, or a box of that half-side, centred on the cursor."""
-        if self.model.grid is None:
-            return self._fail("Cannot mask", "open a run first")
-        centre = self.model.cursor_world().tolist()
-        region = ({"centre_mm": centre, "radius_mm": radius_mm} if shape == "sphere" else
-                  {"low_mm": [c - radius_mm for c in centre],
-                   "high_mm": [c + radius_mm for c in centre]})
-        return self.mask_layer({"shape": shape, **region, "clear": clear, "fill": fill})
-
-    def _choose_mask(self) -> None:
-        shape = MASK_CHOICES[self.mask_shape_box.currentText()]
-        clear = "outside" if self.mask_clear_box.currentIndex() == 0 else "inside"
-        fill = "zero" if self.mask_fill_box.currentIndex() == 0 else "nan"
-        if shape != "labels":
-            self.mask_at_cursor(shape, self.radius_box.value(), clear, fill)
-            return
-        path, _ = QFileDialog.getOpenFileName(self, "Label image to mask with", "",
-                                              NIFTI_FILTER)
-        if path:
-            self.mask_layer({"shape": "labels", "path": path, "clear": clear, "fill": fill})
-
-    def _push(self, command) -> None:
-        if self._host is not None:
-            self._host.push_edit(self.active_layer.document, command, self.layers)
-        else:
-            command.apply(self.layers)
-
     def _on_layers_edited(self) -> None:
         """After an edit, its undo or its replay: buttons, time course and planes follow."""
         layer = self.active_layer
@@ -1019,77 +1113,14 @@ class FmriPanel(QWidget):
         self._draw_generated_course()
         self._request_redraw(time_course=False)
 
-    def save_layer(self, path) -> Path:
-        if self.active_layer is None:
-            raise ValueError("no generated layer to save")
-        return write_layer(self.active_layer, Path(path))
-
-    def regenerate(self, t1=None) -> bool:
-        """Swap the conditioning anatomy and regenerate: the result opens as a new layer."""
-        layer, real = self.active_layer, self.model.functional
-        if layer is None or real is None or self._host is None:
-            return self._fail("Cannot regenerate", "open a real run and a generated one (in "
-                                                   "Studio, with the engine running)")
-        try:
-            params, inputs = layer.regenerate_request(real.path, None if t1 is None
-                                                      else Path(t1))
-        except ValueError as exc:
-            return self._fail("Cannot regenerate", str(exc))
-        label = f"regenerate {layer.name}" + (f" with {Path(t1).name}" if t1 else "")
-        self.info.setText(f"{label}: submitted")
-        self.jobs.submit("brainworld.generate", params, inputs, label=label,
-                         on_error=lambda message: self._fail("Cannot regenerate", message))
-        return True
-
-    def _on_result(self, job: str, method: str, outputs: dict) -> None:
-        made = outputs.get("generated")
-        if made:
-            self.open_generated(Path(self._host.run_dir(job)) / made)
-
-    def _forget_edits(self, dropped: list[GeneratedLayer]) -> None:
-        """Dropped layers' steps leave the window's history (their undo would find no layer);
-        their autosaved edits stay, replayed when the run is opened again."""
-        forget = getattr(self._host, "forget_edits", None)  # no host, or one without history
-        for layer in dropped if callable(forget) else ():
-            forget(layer.document)
-
-    def _close_layers(self) -> None:
-        dropped = list(self.layers.layers)
-        with self.model.lock:
-            self.model.set_compare(None)
-            self.model.clock_frames = 0
-            self.layers.close()
-        self._forget_edits(dropped)
-        self.active_layer = None
-        self.generated_course = None
-        self.generated_curve.setData([], [])
-        self._show_compare_row(False)
-        self.qc_view.setVisible(False)
-        self.generated_bar.setVisible(False)
-        self.layer_box.clear()
 
     # -- ROIs --------------------------------------------------------------------------------
 
-    def add_sphere_roi(self, radius_mm: float) -> bool:
-        try:
-            with self.model.lock:
-                self.model.add_sphere(radius_mm)
-        except ValueError as exc:
-            return self._fail("Cannot add the ROI", str(exc))
+    def _show_new_rois(self) -> None:
+        """ROIs were added: their outlines now, their time courses and connectivity from the
+        slicing thread."""
         self._show_roi_outlines()
         self._submit_rois()
-        return True
-
-    def load_label_image(self, path) -> bool:
-        try:
-            labels = open_volume(path, index=False)
-            with self.model.lock:
-                self.model.add_label_image(labels)
-            labels.close()
-        except (FormatError, ValueError) as exc:
-            return self._fail("Cannot use the label image", str(exc))
-        self._submit_rois()
-        return True
 
     def _submit_rois(self) -> None:
         model, rois, generation = self.model, list(self.model.rois), self._generation
@@ -1225,10 +1256,10 @@ class FmriPanel(QWidget):
         finally:
             if writer is not None:
                 writer.close()
-            self.set_time(original)
+            self.state.set_time_quietly(original)
         return target
 
-    # -- dialogs -----------------------------------------------------------------------------
+    # -- dialogs: they ask for a command's file, then run it ---------------------------------
 
     def _choose_file(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a NIfTI image", "", NIFTI_FILTER)
@@ -1250,10 +1281,8 @@ class FmriPanel(QWidget):
         choice = ask_export(self, "Export the figure (or .mp4: the movie)", "fmri.png",
                             self.info.text())
         if choice is not None:
-            try:
-                self.export_figure(choice.path, choice.dpi, choice.caption)
-            except (OSError, ValueError, RuntimeError) as exc:
-                self._fail("Export failed", str(exc))
+            self._run("fmri.export_figure", path=str(choice.path), dpi=choice.dpi,
+                      caption=choice.caption)
 
     def _choose_regenerate(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Anatomy (T1) to condition on", "",
@@ -1264,10 +1293,141 @@ class FmriPanel(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Save the kept generated frames",
                                               "generated_kept.nii.gz", NIFTI_FILTER)
         if path:
+            layer = self.state.active
+            self._run("fmri.save_layer", path=path,
+                      **({"layer": layer.name} if layer is not None else {}))
+
+    # -- sessions (issue 39): what is open and how it is shown -------------------------------
+
+    def view_state(self) -> dict:
+        """The view as JSON: files by path, cursor (voxel and mm) and frame, display range,
+        overlay style, orientation and layout, ROIs as they were added, generated layers by
+        path with the one shown, its quality-check plot, zoom and pan of each plane and the
+        controls' settings (``restore_view_state`` reads it)."""
+        state, model = self.state, self.model
+        saved: dict = {"radiological": state.radiological, "lightbox": state.lightbox,
+                       "view_3d": self.volume_view is not None
+                       and self.stack.currentWidget() is self.volume_view,
+                       "fps": self.fps_box.value(), "roi_radius_mm": self.radius_box.value(),
+                       "nan_as_zero": self.nan_box.isChecked(),
+                       "mask": {"shape": self.mask_shape_box.currentText(),
+                                "clear": self.mask_clear_box.currentText(),
+                                "fill": self.mask_fill_box.currentText()}}
+        if model.base is None:
+            return saved
+        saved.update({
+            "opened": state.opened, "overlay": state.overlay_opened,
+            "read_nan_as_zero": state.nan_as_zero,
+            "cursor_voxel": [int(v) for v in model.cursor_voxel()],
+            "cursor_mm": [round(float(v), 4) for v in model.cursor_world()],
+            "frame": int(model.t),
+            "display_range": [float(v) for v in state.display_range],
+            "overlay_style": dict(state.style.__dict__) if model.overlay is not None else None,
+            "rois": [dict(source) for source in state.roi_sources],
+            "roi_names": [roi.name for roi in model.rois],
+            "generated": [str(layer.path) for layer in self.layers.layers],
+            "layer": state.active.name if state.active is not None else None,
+            "qc_plot": state.qc_plot or None,
+            "crop_form": [self.crop_start.value(), self.crop_stop.value()],
+            "zoom_mm": {PLANES[view.plane]: _view_range(view.box) for view in self.planes},
+            "lightbox_zoom_mm": _view_range(self.lightbox_view.box)
+            if state.lightbox else None})
+        return saved
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way; a sentence for each part
+        that could not be restored (a file gone, a layer, voxel or plot this data lacks)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args) -> bool:
             try:
-                self.save_layer(path)
-            except (OSError, ValueError) as exc:
-                self._fail("Cannot save the layer", str(exc))
+                with self.commands.nested():  # restoring a session is not the user's command
+                    self.commands.run(command_id, **args)
+            except CommandError as exc:
+                problems.append(str(exc))
+                return False
+            return True
+
+        self._restore_controls(state, problems)
+        nan = bool(state.get("read_nan_as_zero", False))
+        if state.get("opened") and run("fmri.open_image", path=str(state["opened"]),
+                                       nan_as_zero=nan):
+            if state.get("overlay"):
+                run("fmri.add_overlay", path=str(state["overlay"]), nan_as_zero=nan)
+            self._restore_view(state, run, problems)
+        for key, command_id in (("radiological", "fmri.set_radiological"),
+                                ("lightbox", "fmri.set_lightbox")):
+            if key in state and bool(state[key]) != getattr(self.state, key):
+                run(command_id, on=bool(state[key]))
+        if state.get("view_3d"):
+            run("fmri.show_3d", on=True)
+        self._restore_zoom(state, problems)
+        return problems
+
+    def _restore_view(self, state: dict, run, problems: list[str]) -> None:
+        """What is shown of the open image: cursor, frame, contrast, ROIs, generated layers."""
+        if isinstance(state.get("overlay_style"), dict) and self.model.overlay is not None:
+            style = {key: state["overlay_style"][key] for key in OverlayStyle.__dataclass_fields__
+                     if key in state["overlay_style"]}
+            run("fmri.style_overlay", **style)
+        if state.get("display_range"):
+            low, high = state["display_range"]
+            run("fmri.set_display_range", low=low, high=high)
+        for source in state.get("rois") or []:
+            if "sphere" in source:
+                run("fmri.add_sphere_roi", **source["sphere"])
+            elif "labels" in source:
+                run("fmri.add_label_rois", path=str(source["labels"]))
+        for path in state.get("generated") or []:
+            run("fmri.open_generated", path=str(path))
+        if state.get("layer") and self.state.active is not None \
+                and state["layer"] != self.state.active.name:
+            run("fmri.select_layer", layer=str(state["layer"]))
+        if state.get("qc_plot") and self.state.active is not None \
+                and state["qc_plot"] != self.state.qc_plot:
+            run("fmri.show_qc_plot", name=str(state["qc_plot"]))
+        if state.get("cursor_voxel") is not None:
+            run("fmri.set_cursor", voxel=state["cursor_voxel"])
+        if state.get("frame") is not None:
+            run("fmri.set_time", frame=state["frame"])
+        crop = state.get("crop_form")
+        if isinstance(crop, list) and len(crop) == 2 and self.state.active is not None:
+            self.crop_start.setValue(int(crop[0]))
+            self.crop_stop.setValue(int(crop[1]))
+
+    def _restore_controls(self, state: dict, problems: list[str]) -> None:
+        """The controls that only hold a command's arguments: radius, NaN, speed, mask form."""
+        for key, box in (("roi_radius_mm", self.radius_box), ("fps", self.fps_box)):
+            if isinstance(state.get(key), int | float):
+                box.setValue(state[key])
+        self.nan_box.setChecked(bool(state.get("nan_as_zero", False)))
+        mask = state.get("mask") or {}
+        for key, box in (("shape", self.mask_shape_box), ("clear", self.mask_clear_box),
+                         ("fill", self.mask_fill_box)):
+            if key not in mask:
+                continue
+            if box.findText(str(mask[key])) < 0:
+                problems.append(f"fmri: no mask {key} {mask[key]!r} to choose")
+            else:
+                box.setCurrentText(str(mask[key]))
+
+    def _restore_zoom(self, state: dict, problems: list[str]) -> None:
+        if self.model.base is None:
+            return
+        zoom = state.get("zoom_mm") or {}
+        boxes = [(zoom.get(PLANES[view.plane]), view.box) for view in self.planes]
+        boxes.append((state.get("lightbox_zoom_mm"), self.lightbox_view.box))
+        for wanted, box in boxes:
+            if wanted is None:
+                continue
+            try:
+                (x0, x1), (y0, y1) = wanted
+                box.setRange(QRectF(float(x0), float(y0), float(x1) - float(x0),
+                                    float(y1) - float(y0)), padding=0)
+            except (TypeError, ValueError):
+                problems.append(f"fmri: the zoom {wanted!r} is not x and y ranges in mm")
+
+    # -- lifetime ------------------------------------------------------------------------------
 
     def closeEvent(self, event) -> None:
         self.shutdown()
@@ -1280,21 +1440,24 @@ class FmriPanel(QWidget):
         self._render_timer.stop()
         self._preparation_timer.stop()
         self.slicer.stop()
-        dropped = list(self.layers.layers)
-        with self.model.lock:
-            self.layers.close()
-            self.model.close()
-        self._forget_edits(dropped)
+        self.state.shutdown()
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
 
 
-def _robust_range(values: np.ndarray) -> tuple[float, float]:
-    """The 2nd-98th percentile of the finite values (a sensible first contrast)."""
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return 0.0, 1.0
-    sample = finite if finite.size <= 200_000 else finite[:: finite.size // 200_000]
-    low, high = np.percentile(sample, [2, 98])
-    return float(low), float(high if high > low else low + 1)
+def _registry(host) -> CommandRegistry:
+    """The window's registry with the fMRI commands in it; a host without one (tests, a panel
+    shown alone) gets a registry of the panel's own that reports through the host."""
+    registry = getattr(host, "commands", None)
+    if registry is None:
+        registry = CommandRegistry()
+        registry.on_error = getattr(host, "show_error", None)
+    return register(registry)
+
+
+def _view_range(box: pg.ViewBox) -> list[list[float]]:
+    """A view's visible x and y ranges (mm), rounded for a session file."""
+    return [[round(float(v), 4) for v in axis] for axis in box.viewRange()]
 
 
 def _rgb_array(image) -> np.ndarray:
