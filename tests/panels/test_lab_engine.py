@@ -103,7 +103,7 @@ def test_refused_parameters_then_reproduce_claim_in_smoke_mode(real_host, qtbot,
                     timeout=120_000)
     assert lab.model.current.state == "succeeded", lab.model.current.reason
     assert lab.model.current.method == "eos.reproduce"
-    assert lab.claim_view.verdict() in ("PASS", "FAIL")
+    assert lab.claim_view.verdict() in ("PASS", "FAIL", "INCONCLUSIVE")  # smoke decides nothing
     assert lab.claim_view.claim["smoke"] is True and lab.claim_view.smoke_note.text()
     assert len(lab.claim_view.row_verdicts()) == len(lab.claim_view.claim["criteria"]) > 0
     save_screenshot(lab, "lab-eos-claim.png")
