@@ -20,6 +20,7 @@ rerun a run with the same parameters, or export a node with its provenance.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -142,18 +143,21 @@ def build_lineage(workspace, limit: int = RUN_LIMIT) -> Lineage:
                              _run_detail(record, params, problem)))
         inputs = params.get("inputs") if isinstance(params.get("inputs"), dict) else {}
         notes, _ = _read(workspace.root / LINEAGE_FOLDER / f"{record['id']}.json")
-        edit_keys = _add_edits(graph, record["id"], notes, runs_root)
+        edit_keys = _add_edits(graph, notes, runs_root)
+        through_copy = False
         for name, value in inputs.items():
             if not isinstance(value, str) or not value:
                 continue
             key = _add_file(graph, Path(value), runs_root, role=name)
             graph.link(key, run.key)
             written_for_run = Path(value).resolve().is_relative_to(Path(workspace.root).resolve())
-            if written_for_run and run_folder_id(value, runs_root) is None:
+            if written_for_run and run_folder_id(value, runs_root) is None and edit_keys:
                 for edits in edit_keys:  # the edited copy a panel wrote for this run
                     graph.link(edits, key)
-        for edits in edit_keys:
-            graph.link(edits, run.key)
+                through_copy = True
+        if not through_copy:
+            for edits in edit_keys:
+                graph.link(edits, run.key)
         outputs = _outputs(run_dir)
         for name, value in outputs.items():
             target = run_dir / value
@@ -214,20 +218,23 @@ def _add_file(graph: Lineage, path: Path, runs_root: Path, role: str = "") -> st
     return key
 
 
-def _add_edits(graph: Lineage, run_id: str, notes: dict, runs_root: Path) -> list[str]:
-    """Edit nodes for the documents the user had edited when the run was submitted."""
+def _add_edits(graph: Lineage, notes: dict, runs_root: Path) -> list[str]:
+    """Edit nodes for the documents the user had edited when the run was submitted; the
+    same edits of the same document behind two regenerations are one node."""
     keys = []
-    for index, document in enumerate(notes.get("documents", []) or []):
+    for document in notes.get("documents", []) or []:
         if not isinstance(document, dict) or not document.get("edits"):
             continue
         path = str(document.get("path") or "")
         labels = [str(label) for label in document.get("labels", [])]
-        node = graph.add(Node(f"edits:{run_id}:{index}", EDITS,
+        same = hashlib.blake2b(json.dumps([path, document["edits"]], sort_keys=True,
+                                          default=str).encode(), digest_size=8).hexdigest()
+        node = graph.add(Node(f"edits:{same}", EDITS,
                               f"{len(document['edits'])} edit(s) of {Path(path).name}",
                               {"path": path, "document": document.get("document"),
                                "edits": document["edits"], "labels": labels,
                                "fingerprint": document.get("fingerprint"),
-                               "panel": notes.get("panel"), "run_id": run_id}))
+                               "panel": notes.get("panel"), "run_id": notes.get("run_id")}))
         if path:
             graph.link(_add_file(graph, Path(path), runs_root, role="edited"), node.key)
         keys.append(node.key)
@@ -247,7 +254,8 @@ def describe(node: Node) -> str:
     if node.kind == EDITS:
         labels = detail.get("labels") or []
         return "; ".join(labels[:3]) + ("…" if len(labels) > 3 else "")
-    fingerprint = str(detail.get("fingerprint") or "")[:12]
+    fingerprint = str(detail.get("fingerprint") or "")[:12] or (
+        "folder" if node.path is not None and node.path.is_dir() else "not hashed")
     missing = "" if detail.get("exists", True) else " · missing now"
     return f"{detail.get('role') or 'file'} · {fingerprint}{missing}"
 

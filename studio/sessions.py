@@ -403,6 +403,7 @@ class _Opening:
         self.found: dict[int, Path] = {}        # document index -> where it is now
         self.unchanged: set[int] = set()        # found with the content the session saw
         self.use_session_edits: dict[str, bool] = {}
+        self.missing: set[str] = set()          # documents skipped: reported once, here
         self._pending: list[Callable[[], None]] = []
 
     def start(self) -> None:
@@ -450,6 +451,7 @@ class _Opening:
                                   self.session_path)
         if self.locate is None:
             self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found")
+            self.missing.add(entry["path"])
             return True
         answered = False
 
@@ -463,8 +465,8 @@ class _Opening:
                 same = path.exists() and self._hash(path) == entry["fingerprint"]
                 self._found(index, entry, path, "located by you", same=same)
             else:
-                self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found, "
-                                           "skipped")
+                self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found")
+                self.missing.add(entry["path"])
             if waiting:
                 self._next()
 
@@ -641,9 +643,10 @@ class _Opening:
             except Exception as exc:  # a panel's bug must not stop the rest of the session
                 log.exception("restore_view_state of %s", panel_id)
                 problems = [f"its view could not be restored ({type(exc).__name__}: {exc})"]
+        problems = [str(problem) for problem in problems or []
+                    if not any(path in str(problem) for path in self.missing)]
         if problems:
-            self.report.panel_problems.setdefault(panel_id, []).extend(
-                str(problem) for problem in problems)
+            self.report.panel_problems.setdefault(panel_id, []).extend(problems)
 
     def _restore_redoable(self, captured: dict[str, tuple[Any, Any]]) -> None:
         """The steps the user could redo when saving are redoable again: applied through the

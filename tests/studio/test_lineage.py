@@ -69,7 +69,8 @@ def test_the_graph_joins_runs_inputs_outputs_and_edits(story):
     assert graph.nodes[first].detail["params"] == {"steps": 10, "scale": 2.0}
     assert source in graph.nodes[first].parents
     assert generated in graph.nodes[first].children
-    [edits] = [key for key in graph.nodes[second].parents if graph.nodes[key].kind == EDITS]
+    [copy] = [key for key in graph.nodes[second].parents if key.endswith("edited.txt")]
+    [edits] = graph.nodes[copy].parents
     assert graph.nodes[edits].parents == [generated]          # the edits were of the generation
     assert graph.nodes[edits].detail["labels"] == ["Move point 1"]
     assert graph.file_key(story["edited"]) in graph.nodes[edits].children
