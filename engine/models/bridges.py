@@ -175,3 +175,55 @@ def _digits_pca(components: int) -> np.ndarray:
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     projected = centred @ vt[:components].T
     return projected / math.sqrt(projected.var(axis=0).mean())
+
+
+# -- the exact posterior velocity (independent couplings) ----------------------------------------
+
+def bridge_noise(t: float, bridge: str, sigma: float) -> tuple[float, float]:
+    """(s_t^2, c_t): X_t | x1 ~ N(t x1, s_t^2 I) for x0 ~ N(0, I) drawn independently of x1, and
+    E[U_t | X_t, x1] = x1 + c_t (X_t - t x1)."""
+    noise = sigma**2 if bridge == "brownian" else 0.0
+    spread = (1 - t) ** 2 + noise * t * (1 - t)
+    return spread, (-(1 - t) + noise * (1 - 2 * t) / 2) / spread
+
+
+def posterior_velocity_points(x_t: np.ndarray, t: float, points: np.ndarray, bridge: str,
+                              sigma: float, chunk: int = 2048) -> np.ndarray:
+    """E[U_t | X_t] when x1 is uniform over ``points`` (a finite training set) and independent
+    of x0 ~ N(0, I): the posterior over the points is a softmax of -||X_t - t x_j||^2 /
+    (2 s_t^2), m its mean, and E[U_t | X_t] = m + c_t (X_t - t m)."""
+    spread, slope = bridge_noise(t, bridge, sigma)
+    norms = (points**2).sum(axis=1)
+    out = np.empty_like(x_t, dtype=np.float64)
+    for start in range(0, len(x_t), chunk):
+        x = x_t[start:start + chunk]
+        logits = (t * x @ points.T - 0.5 * t**2 * norms[None, :]) / spread
+        logits -= logits.max(axis=1, keepdims=True)
+        weights = np.exp(logits)
+        weights /= weights.sum(axis=1, keepdims=True)
+        mean = weights @ points
+        out[start:start + chunk] = mean + slope * (x - t * mean)
+    return out
+
+
+def posterior_velocity_mixture(x_t: np.ndarray, t: float, centres: np.ndarray, std: float,
+                               bridge: str, sigma: float) -> np.ndarray:
+    """E[U_t | X_t] when x1 follows an equal-weight mixture of N(centre_k, std^2 I), independent
+    of x0: component posteriors from X_t | k ~ N(t mu_k, (t^2 std^2 + s_t^2) I), and
+    E[x1 | X_t, k] = mu_k + (t std^2 / v_t) (X_t - t mu_k)."""
+    spread, slope = bridge_noise(t, bridge, sigma)
+    variance = t**2 * std**2 + spread
+    offsets = x_t[:, None, :] - t * centres[None, :, :]  # (S, K, d)
+    logits = -(offsets**2).sum(axis=2) / (2 * variance)
+    logits -= logits.max(axis=1, keepdims=True)
+    weights = np.exp(logits)
+    weights /= weights.sum(axis=1, keepdims=True)
+    component_means = centres[None, :, :] + (t * std**2 / variance) * offsets
+    mean = (weights[:, :, None] * component_means).sum(axis=1)
+    return mean + slope * (x_t - t * mean)
+
+
+def eight_gaussian_centres(radius: float = 4.0) -> np.ndarray:
+    """The centres ``eight_gaussians`` draws around (angle 2 pi k / 8)."""
+    angles = 2 * math.pi * np.arange(8) / 8
+    return radius * np.stack([np.cos(angles), np.sin(angles)], axis=1)
