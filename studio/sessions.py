@@ -64,6 +64,7 @@ DEFAULT_AUTOSAVE_MINUTES = 5
 THUMBNAIL_WIDTH = 320
 SEARCH_DEPTH = 4                 # how deep a moved document is looked for beside the session
 SEARCH_MAX_FILES = 20_000        # files looked at before the search gives up
+MAX_FOLDER_FILES = 2_000         # a folder with more files is listed, not fingerprinted
 RUN_ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{6}\b")
 WELCOME = "welcome"
 
@@ -291,7 +292,7 @@ def _document_record(workspace, session_path: Path, panel_id: str, path: Path, k
     if not kind:
         kind = _format_name(path)
     return {"path": str(path), "relative": _relative(path, session_path.parent),
-            "fingerprint": content_hash(path, workspace),
+            "fingerprint": _fingerprint(path, workspace),
             "size": path.stat().st_size if path.is_file() else None,
             "kind": kind, "panel": panel_id, "document": document}
 
@@ -321,6 +322,8 @@ def _journal_record(workspace, kind: str, fingerprint: str) -> dict | None:
 
 def _edits_snapshot(workspace, history, document: str, record: dict) -> dict | None:
     """A document's edits: applied as the journal holds them, redoable from its stack."""
+    if not record["fingerprint"]:
+        return None  # not fingerprinted: its edits cannot be matched to content
     journal = _journal_record(workspace, record["kind"], record["fingerprint"])
     applied = workspace.load_edits(journal["identity"]) if journal else []
     redoable = []
@@ -359,7 +362,8 @@ def _b64(data: QByteArray) -> str:
 # -- opening ------------------------------------------------------------------------------------
 
 def open_session(window: QMainWindow, path: str | os.PathLike, *,
-                 interactive: bool | None = None, locate: Locate | None = None,
+                 interactive: bool | None = None, background: bool = False,
+                 locate: Locate | None = None,
                  choose_edits: ChooseEdits | None = None,
                  on_done: Callable[[SessionReport], None] | None = None) -> SessionReport:
     """Open the session at ``path`` in ``window``; returns its report.
@@ -368,25 +372,44 @@ def open_session(window: QMainWindow, path: str | os.PathLike, *,
     newer journal edits are a question; the report is then filled in as they are answered
     (``report.done``; ``on_done(report)`` is called at the end either way). Not interactive
     (scripts), missing documents are skipped and the session's edits win, the journal's newer
-    ones kept aside; everything is done when this returns. A file that cannot be read is
-    refused (``report.refused``) and the window is left as it was."""
+    ones kept aside; everything is done when this returns. ``background``: the file is read
+    and its documents found and hashed in the window's I/O thread (the menu does this), and
+    the report is filled in afterwards. A file that cannot be read is refused
+    (``report.refused``) and the window is left as it was."""
     report = SessionReport(str(path))
-    try:
-        contents = read_session(Path(path).expanduser())
-    except FormatError as exc:
-        report.refused, report.done = str(exc), True
-        log.warning("session not opened: %s", exc)
-        if on_done is not None:
-            on_done(report)
-        return report
     if interactive is None:
         interactive = window.isVisible()
     if interactive:
         locate = locate or (lambda missing, answer: ask_locate(window, missing, answer))
         choose_edits = choose_edits or (
             lambda conflict, answer: ask_edits(window, conflict, answer))
-    opening = _Opening(window, contents, report, locate, choose_edits, on_done)
-    opening.start()
+    workspace = window.workspace
+
+    def prepare() -> tuple[SessionContents, list[Located]]:
+        contents = read_session(Path(path).expanduser())
+        return contents, locate_documents(contents, workspace)
+
+    def refuse(exc: BaseException) -> None:
+        report.refused = str(exc) if isinstance(exc, FormatError) else \
+            f"{path}: {type(exc).__name__}: {exc}"
+        report.done = True
+        log.warning("session not opened: %s", report.refused)
+        if on_done is not None:
+            on_done(report)
+
+    def restore(prepared: tuple[SessionContents, list[Located]]) -> None:
+        contents, located = prepared
+        _Opening(window, contents, report, locate, choose_edits, on_done).start(located)
+
+    if background:
+        window.run_in_thread(prepare, on_done=restore, on_error=refuse)
+        return report
+    try:
+        prepared = prepare()
+    except (FormatError, OSError) as exc:
+        refuse(exc)
+        return report
+    restore(prepared)
     return report
 
 
@@ -406,13 +429,17 @@ class _Opening:
         self.missing: set[str] = set()          # documents skipped: reported once, here
         self._pending: list[Callable[[], None]] = []
 
-    def start(self) -> None:
+    def start(self, located: list[Located]) -> None:
         self.report.skipped += [f"(in the file) {problem}" for problem in self.contents.problems]
         self.report.skipped += [f"(when saved) {problem}" for problem in
                                 self.contents.manifest.get("problems", [])
                                 if isinstance(problem, str)]
-        for index, entry in enumerate(self.contents.documents):
-            self._find(index, entry)
+        for place in located:
+            entry = self.contents.documents[place.index]
+            if place.path is None:
+                self._pending.append(lambda i=place.index, e=entry: self._ask_locate(i, e))
+            else:
+                self._found(place.index, entry, place.path, place.how, place.same)
         self._pending.append(self._settle_edits)
         self._next()
 
@@ -424,28 +451,6 @@ class _Opening:
         self._restore()
 
     # -- documents ------------------------------------------------------------------------------
-    def _find(self, index: int, entry: dict) -> None:
-        saved = Path(entry["path"])
-        fingerprint = entry["fingerprint"]
-        beside = (self.session_path.parent / entry["relative"]).resolve() \
-            if isinstance(entry.get("relative"), str) and entry["relative"] else None
-        candidates = [(saved, "")] + ([(beside, "by its path relative to the session")]
-                                      if beside is not None and beside != saved else [])
-        for candidate, how in candidates:
-            if candidate.exists() and self._hash(candidate) == fingerprint:
-                self._found(index, entry, candidate, how, same=True)
-                return
-        found = _search_by_fingerprint(self.session_path.parent, entry, self._hash)
-        if found is not None:
-            self._found(index, entry, found, "by its content, beside the session", same=True)
-            return
-        existing = next((candidate for candidate, _how in candidates if candidate.exists()),
-                        None)
-        if existing is not None:
-            self._found(index, entry, existing, "", same=False)
-            return
-        self._pending.append(lambda: self._ask_locate(index, entry))
-
     def _ask_locate(self, index: int, entry: dict) -> bool:
         missing = MissingDocument(entry["path"], entry.get("relative") or "", entry["panel"],
                                   self.session_path)
@@ -462,7 +467,8 @@ class _Opening:
             answered = True
             if chosen:
                 path = Path(chosen).expanduser().resolve()
-                same = path.exists() and self._hash(path) == entry["fingerprint"]
+                same = path.exists() and (not entry["fingerprint"] or
+                                          self._hash(path) == entry["fingerprint"])
                 self._found(index, entry, path, "located by you", same=same)
             else:
                 self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found")
@@ -492,7 +498,7 @@ class _Opening:
 
     def _hash(self, path: Path) -> str:
         try:
-            return content_hash(path, self.window.workspace)
+            return _fingerprint(path, self.window.workspace)
         except OSError:
             return ""
 
@@ -732,6 +738,62 @@ def _rewrite_paths(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Located:
+    """Where one document of a session is now (``path`` None: nowhere that was looked)."""
+
+    index: int
+    path: Path | None
+    how: str = ""            # "" at its saved path; else how it was found
+    same: bool = True        # the content the session saw (False: it changed)
+
+
+def locate_documents(contents: SessionContents, workspace) -> list[Located]:
+    """Find each document of the session: at its path, at its path relative to the session
+    file, or by its fingerprint beside the session; a file at either path with other
+    content is found as changed. Reads and hashes files: call it off the Qt main thread."""
+    session_folder = contents.path.resolve().parent
+
+    def hash_of(path: Path) -> str:
+        try:
+            return _fingerprint(path, workspace)
+        except OSError:
+            return ""
+
+    found = []
+    for index, entry in enumerate(contents.documents):
+        saved, fingerprint = Path(entry["path"]), entry["fingerprint"]
+        relative = entry.get("relative")
+        beside = (session_folder / relative).resolve() if isinstance(relative, str) and \
+            relative else None
+        candidates = [(saved, "")] + ([(beside, "by its path relative to the session")]
+                                      if beside is not None and beside != saved else [])
+        existing = [(path, how) for path, how in candidates if path.exists()]
+        same = next(((path, how) for path, how in existing
+                     if not fingerprint or hash_of(path) == fingerprint), None)
+        if same is not None:
+            found.append(Located(index, same[0], same[1]))
+            continue
+        moved = _search_by_fingerprint(session_folder, entry, hash_of) if fingerprint else None
+        if moved is not None:
+            found.append(Located(index, moved, "by its content, beside the session"))
+        elif existing:
+            found.append(Located(index, existing[0][0], existing[0][1], same=False))
+        else:
+            found.append(Located(index, None))
+    return found
+
+
+def _fingerprint(path: Path, workspace) -> str:
+    """The content hash of a document; "" for a folder of more than ``MAX_FOLDER_FILES``
+    files (a home folder named in a view state is not a document to hash)."""
+    if path.is_dir():
+        for count, _file in enumerate(path.rglob("*")):
+            if count >= MAX_FOLDER_FILES:
+                return ""
+    return content_hash(path, workspace)
+
+
 def _search_by_fingerprint(folder: Path, entry: dict, hash_of: Callable[[Path], str]
                            ) -> Path | None:
     """A file (or folder) with the document's content beside the session: same name first,
@@ -937,7 +999,7 @@ class SessionsController(QObject):
         if Path(path).resolve() != self.autosave_path.resolve():
             self.autosave()
         self.last_path = Path(path)
-        return open_session(self.window, path, interactive=True,
+        return open_session(self.window, path, interactive=True, background=True,
                             on_done=lambda report: show_report(self.window, report))
 
     # -- quitting and crashing ---------------------------------------------------------------

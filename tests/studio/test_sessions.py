@@ -271,3 +271,46 @@ def test_file_menu_autosave_and_the_crash_offer(sketch_window, tmp_path, qtbot):
     assert not marker.exists()
     assert controller.autosave_path.is_file()
     assert os.path.getsize(controller.autosave_path) > 0
+
+
+def test_opening_in_the_background_reads_and_hashes_off_the_main_thread(sketch_window,
+                                                                       tmp_path, qtbot,
+                                                                       monkeypatch):
+    import threading
+
+    window = sketch_window
+    data = write_points(tmp_path / "points.txt", POINTS)
+    _open_sketch(window, data, zoom=7.0)
+    session = save_session(window, tmp_path / "s.studio")
+    threads = []
+    original = sessions.locate_documents
+    monkeypatch.setattr(sessions, "locate_documents", lambda *args: (
+        threads.append(threading.current_thread()), original(*args))[1])
+    done = []
+    report = open_session(window, session, background=True, on_done=done.append)
+    assert not report.done                                   # the window stays live
+    qtbot.waitUntil(lambda: bool(done), timeout=10_000)
+    assert threads and threads[0] is not threading.main_thread()
+    assert report.complete and window.panel_widgets[PANEL_ID].zoom == 7.0
+    bad = tmp_path / "bad.studio"
+    bad.write_bytes(b"nothing")
+    report = open_session(window, bad, background=True, on_done=done.append)
+    qtbot.waitUntil(lambda: report.done, timeout=10_000)
+    assert report.refused.startswith(str(bad))
+
+
+def test_a_big_folder_named_in_a_view_state_is_listed_not_hashed(sketch_window, tmp_path,
+                                                                monkeypatch):
+    window = sketch_window
+    monkeypatch.setattr(sessions, "MAX_FOLDER_FILES", 5)
+    big = tmp_path / "home"
+    for i in range(8):
+        write_points(big / f"f{i}.txt", [(i, i)])
+    small = tmp_path / "results"
+    write_points(small / "a.txt", [(1, 1)])
+    panel = _open_sketch(window, write_points(tmp_path / "points.txt", POINTS))
+    monkeypatch.setattr(panel, "view_state", lambda: {"documents": [], "folder": str(big),
+                                                      "results": str(small)})
+    manifest = sessions.session_manifest(window, tmp_path / "s.studio")
+    fingerprints = {Path(d["path"]).name: d["fingerprint"] for d in manifest["documents"]}
+    assert fingerprints["home"] == "" and fingerprints["results"].startswith("d")
