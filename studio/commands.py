@@ -41,6 +41,17 @@ COMMAND_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 USER, SCRIPT = "user", "script"   # who triggered an invocation
 
 
+class _Prompted:
+    """The result of a command that only asked the user for its arguments (a file dialog):
+    not logged; the command the dialog runs next is."""
+
+    def __repr__(self) -> str:
+        return "PROMPTED"
+
+
+PROMPTED = _Prompted()
+
+
 class CommandArgs(BaseModel):
     """Base of every command's arguments: a misspelt or extra argument is an error."""
 
@@ -191,8 +202,13 @@ class CommandRegistry:
 
     # -- running ---------------------------------------------------------------------------
     def validate(self, command_id: str, args: dict) -> tuple[Command, Any]:
-        """The command and its validated arguments, or ``CommandRefused``."""
+        """The command and its validated arguments, or ``CommandRefused``. A command of a
+        panel not opened yet is registered by opening it (``find_target``)."""
         command = self._commands.get(command_id)
+        scope = command_id.partition(".")[0]
+        if command is None and self.find_target is not None and scope not in self._targets:
+            self.find_target(scope)
+            command = self._commands.get(command_id)
         if command is None:
             close = difflib.get_close_matches(command_id, self._commands, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -210,6 +226,11 @@ class CommandRegistry:
     def run(self, command_id: str, /, **args: Any) -> Any:
         """Run a command with keyword arguments (scripts, the console, tests)."""
         return self._invoke(command_id, args, SCRIPT)
+
+    def run_as_user(self, command_id: str, /, **args: Any) -> Any:
+        """As ``run`` (a refusal is raised), logged as the user's own action: a form that
+        keeps the refusal beside the fields (the palette)."""
+        return self._invoke(command_id, args, USER)
 
     def trigger(self, command_id: str, /, **args: Any) -> Any:
         """Run a command for a menu, button or key: a refusal or failure is reported through
@@ -245,7 +266,7 @@ class CommandRegistry:
             if top:
                 self._announce(Invocation(command, _plain(args), source, reason))
             raise CommandFailed(command_id, reason) from exc
-        if top:
+        if top and result is not PROMPTED:
             given = parsed.model_dump(mode="json", exclude_defaults=True) \
                 if parsed is not None else {}
             ordered = {name: given[name] for name in command.arg_names() if name in given}

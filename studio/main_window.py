@@ -9,6 +9,7 @@ touches what the user sees), a small thread pool for disk work, and a ``StudioHo
 from __future__ import annotations
 
 import asyncio
+import html
 import inspect
 import logging
 import os
@@ -42,8 +43,10 @@ from PySide6.QtWidgets import (
 
 from engine.provenance import studio_version
 from engine.workspace import Workspace
-from studio import catalogue
+from studio import catalogue, shell_commands
 from studio.bridge import EngineBridge
+from studio.command_log import CommandLog
+from studio.command_widgets import command_action
 from studio.commands import CommandRegistry
 from studio.history_view import EditHistoryView
 from studio.host import StudioHost, error_message
@@ -83,6 +86,8 @@ class MainWindow(QMainWindow):
         self.commands = CommandRegistry()   # every action, by id (studio.commands)
         self.commands.on_error = self.show_error
         self.commands.find_target = self._command_target
+        shell_commands.register(self.commands, self)
+        self._palette = None
         self.histories: dict[str, EditHistory] = {}   # panel id -> its tab's history
         self._window_history = self._new_history()    # tabs without a panel (Welcome)
         self.host = StudioHost(self, self._window_history)
@@ -145,6 +150,13 @@ class MainWindow(QMainWindow):
         self.history_dock_widget = self._dock("Edit history", "historyDock", self.undo_view,
                                               Qt.DockWidgetArea.RightDockWidgetArea)
         self.history_dock_widget.hide()
+        self.command_log = CommandLog(self.commands)
+        self.command_log_dock_widget = self._dock("Command log", "commandLogDock",
+                                                  self.command_log,
+                                                  Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.runs_dock_widget, self.command_log_dock_widget)
+        self.runs_dock_widget.raise_()
+        self.command_log_dock_widget.hide()
         self.resizeDocks([self.runs_dock_widget], [RUNS_DOCK_HEIGHT], Qt.Orientation.Vertical)
 
     def _dock(self, title: str, name: str, widget: QWidget, area) -> QDockWidget:
@@ -157,93 +169,99 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
-    def _action(self, menu, text: str, slot, shortcut=None, tip: str = "") -> QAction:
-        action = QAction(text, self)
-        if shortcut is not None:
-            if isinstance(shortcut, (list, tuple)):
-                action.setShortcuts([QKeySequence(s) for s in shortcut])
-            else:
-                action.setShortcut(QKeySequence(shortcut))
-        if tip:
-            action.setStatusTip(tip)
-        action.triggered.connect(lambda _checked=False: slot())
+    def _action(self, menu, command_id: str, text: str = "", args=None) -> QAction:
+        """A menu entry that runs a registered command (its shortcut and help come along)."""
+        action = command_action(self, self.commands, command_id, text, args)
         menu.addAction(action)
         return action
 
     def _build_menus(self) -> None:
+        """Every entry runs a command (``studio.shell_commands``), as the palette and scripts
+        do; the menus only place them."""
         bar = self.menuBar()
         file_menu = bar.addMenu("&File")
-        self.open_action = self._action(file_menu, "&Open…", self.ask_open_files,
-                                        QKeySequence.StandardKey.Open, "Open a data file")
+        self.open_action = self._action(file_menu, "app.open", "&Open…")
         self.recent_menu = file_menu.addMenu("Open &recent")
         self._fill_recent_menu()
         file_menu.addSeparator()
-        self._action(file_menu, "&Export plot…", self.export_current_plot, "Ctrl+E",
-                     "Save the current plot as PNG, SVG or PDF")
-        self._action(file_menu, "Export &checkpoint…", self.export_selected_checkpoint,
-                     tip="Copy a checkpoint of the selected run to a folder")
+        self._action(file_menu, "app.export_figure", "&Export plot…")
+        self._action(file_menu, "app.export_checkpoint", "Export &checkpoint…")
         file_menu.addSeparator()
-        self.settings_action = self._action(file_menu, "&Settings…", self.open_settings,
-                                            "Ctrl+,")
+        self.settings_action = self._action(file_menu, "app.settings", "&Settings…")
         file_menu.addSeparator()
-        self.quit_action = self._action(file_menu, "&Quit", self.close,
-                                        QKeySequence.StandardKey.Quit)
-        self.quit_action.setShortcut(QKeySequence("Ctrl+Q"))
+        self.quit_action = self._action(file_menu, "app.quit", "&Quit")
 
         edit_menu = bar.addMenu("&Edit")
-        self.undo_action = self.undo_group.createUndoAction(self, "&Undo")
-        self.undo_action.setShortcut(QKeySequence("Ctrl+Z"))
-        self.redo_action = self.undo_group.createRedoAction(self, "&Redo")
-        self.redo_action.setShortcuts([QKeySequence("Ctrl+Shift+Z"), QKeySequence("Ctrl+Y")])
-        edit_menu.addAction(self.undo_action)
-        edit_menu.addAction(self.redo_action)
+        self.undo_action = self._action(edit_menu, "edit.undo", "&Undo")
+        self.redo_action = self._action(edit_menu, "edit.redo", "&Redo")
+        self._follow_undo_group()
         self._text_undo = TextBoxUndo(self.undo_action, self.redo_action, self)
         QApplication.instance().installEventFilter(self._text_undo)
 
         view_menu = bar.addMenu("&View")
-        self._action(view_menu, "&Welcome", lambda: self.tabs.setCurrentIndex(0), "Ctrl+1")
-        self._action(view_menu, "&Lab", lambda: self.open_panel("lab"), "Ctrl+2")
+        self._action(view_menu, "view.welcome", "&Welcome")
+        self._action(view_menu, "view.lab", "&Lab")
         # every other panel, listed when the menu first opens (discovering panels costs
         # start-up time the window does not need)
         self._panels_separator = view_menu.addSeparator()
         self.panel_actions: dict[str, QAction] = {}
         view_menu.aboutToShow.connect(lambda: self._list_panels(view_menu))
         view_menu.addSeparator()
-        runs_toggle = self.runs_dock_widget.toggleViewAction()
-        runs_toggle.setShortcut(QKeySequence("Ctrl+Shift+R"))
-        view_menu.addAction(runs_toggle)
-        view_menu.addAction(self.history_dock_widget.toggleViewAction())
+        for command_id, text, dock in (("view.runs", "&Runs", self.runs_dock_widget),
+                                       ("view.edit_history", "&Edit history",
+                                        self.history_dock_widget),
+                                       ("view.command_log", "&Command log",
+                                        self.command_log_dock_widget)):
+            toggle = self._action(view_menu, command_id, text)
+            toggle.setCheckable(True)
+            toggle.setChecked(not dock.isHidden())
+            dock.visibilityChanged.connect(
+                lambda _visible, a=toggle, d=dock: a.setChecked(not d.isHidden()))
+        self._action(view_menu, "view.palette", "Command &palette…")
         view_menu.addSeparator()
         theme_menu = view_menu.addMenu("&Theme")
         self.theme_actions = QActionGroup(self)
         for theme in ("dark", "light"):
-            action = QAction(theme.capitalize(), self, checkable=True)
+            action = command_action(self, self.commands, "view.theme", theme.capitalize(),
+                                    lambda t=theme: {"theme": t})
+            action.setCheckable(True)
             action.setData(theme)
-            action.triggered.connect(lambda _checked=False, t=theme: self.set_theme(t))
             self.theme_actions.addAction(action)
             theme_menu.addAction(action)
-        self._action(view_menu, "Reset &layout", self.reset_layout)
-        self._action(view_menu, "Close &tab", lambda: self.close_tab(self.tabs.currentIndex()),
-                     QKeySequence.StandardKey.Close)
+        self._action(view_menu, "view.reset_layout", "Reset &layout")
+        self._action(view_menu, "view.close_tab", "Close &tab")
 
         runs_menu = bar.addMenu("&Runs")
-        self._action(runs_menu, "&Rerun selected", lambda: self.runs_dock.rerun_selected(),
-                     "F5", "Run the selected runs again with the same parameters")
-        self._action(runs_menu, "Rerun with &changes…",
-                     lambda: self.runs_dock.rerun_selected(edit=True), "Shift+F5")
-        self._action(runs_menu, "&Cancel selected", lambda: self.runs_dock.cancel_selected(),
-                     "Ctrl+.")
+        self._action(runs_menu, "runs.rerun", "&Rerun selected")
+        self._action(runs_menu, "runs.rerun_with_changes", "Rerun with &changes…")
+        self._action(runs_menu, "runs.cancel", "&Cancel selected")
 
         engine_menu = bar.addMenu("E&ngine")
-        self._action(engine_menu, "&Restart engine", self.restart_engine, "Ctrl+Shift+F5")
-        self._action(engine_menu, "Show engine &log",
-                     lambda: self._open_file_externally(self.log_dir / "engine.log"))
+        self._action(engine_menu, "engine.restart", "&Restart engine")
+        self._action(engine_menu, "engine.show_log", "Show engine &log")
 
         help_menu = bar.addMenu("&Help")
-        self._action(help_menu, "&Keyboard shortcuts", self.show_shortcuts, "F1")
-        self._action(help_menu, "Open &log folder",
-                     lambda: self._open_file_externally(self.log_dir))
-        self._action(help_menu, "&About Studio", self.show_about)
+        self._action(help_menu, "help.shortcuts", "&Keyboard shortcuts")
+        self._action(help_menu, "help.log_folder", "Open &log folder")
+        self._action(help_menu, "help.about", "&About Studio")
+
+    def _follow_undo_group(self) -> None:
+        """Undo and Redo say what they would undo (redo) in the tab in front, and are enabled
+        only when there is something, as QUndoGroup's own actions did."""
+        group = self.undo_group
+
+        def update(*_args) -> None:
+            for action, prefix, text, can in (
+                    (self.undo_action, "&Undo", group.undoText(), group.canUndo()),
+                    (self.redo_action, "&Redo", group.redoText(), group.canRedo())):
+                action.setText(f"{prefix} {text}" if text else prefix)
+                action.setEnabled(can)
+
+        for signal in (group.undoTextChanged, group.redoTextChanged, group.canUndoChanged,
+                       group.canRedoChanged, group.activeStackChanged,
+                       group.indexChanged, group.cleanChanged):
+            signal.connect(update)
+        update()
 
     def _build_status_bar(self) -> None:
         bar = self.statusBar()
@@ -378,9 +396,9 @@ class MainWindow(QMainWindow):
                                       key=lambda item: item[1].title):
             if panel_id == "lab" or panel_id in self.panel_actions:
                 continue
-            action = QAction(entry.title, self)
+            action = command_action(self, self.commands, "view.panel", entry.title,
+                                    lambda p=panel_id: {"panel": p})
             action.setStatusTip(f"Show the {entry.title}")
-            action.triggered.connect(lambda _checked=False, p=panel_id: self.open_panel(p))
             menu.insertAction(self._panels_separator, action)
             self.panel_actions[panel_id] = action
 
@@ -459,7 +477,8 @@ class MainWindow(QMainWindow):
     def ask_open_files(self) -> None:
         dialog = QFileDialog(self, "Open data files")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
-        dialog.filesSelected.connect(self.open_paths)
+        dialog.filesSelected.connect(
+            lambda paths: self.commands.trigger("app.open", paths=list(paths)))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
@@ -520,16 +539,18 @@ class MainWindow(QMainWindow):
         self.recent_menu.clear()
         files = self.settings.recent_files()
         for path in files:
-            action = self.recent_menu.addAction(Path(path).name)
+            action = command_action(self, self.commands, "app.open", Path(path).name,
+                                    lambda p=path: {"paths": [p]})
             action.setToolTip(path)
-            action.triggered.connect(lambda _checked=False, p=path: self.open_paths([p]))
+            self.recent_menu.addAction(action)
         if files:
             self.recent_menu.addSeparator()
-            self.recent_menu.addAction("Clear the list", self._clear_recent)
+            self.recent_menu.addAction(command_action(self, self.commands, "app.clear_recent",
+                                                      "Clear the list"))
         else:
             self.recent_menu.addAction("(none yet)").setEnabled(False)
 
-    def _clear_recent(self) -> None:
+    def clear_recent_files(self) -> None:
         self.settings.clear_recent_files()
         self.welcome.set_recent_files([])
         self._fill_recent_menu()
@@ -573,6 +594,32 @@ class MainWindow(QMainWindow):
                                                  "a run in the runs dock, first.")
             return
         self.export_plot(plot)
+
+    def export_current_to(self, path: str, dpi: int | None = None, caption: bool = False
+                          ) -> str:
+        """``app.export_figure`` with a path: the tab in front's plot or figure written there
+        without a dialog; what went wrong, or "" once it is written (a PDF is rendered by the
+        engine, which answers later)."""
+        widget = self.tabs.currentWidget()
+        title = self.current_tab_title()
+        plot = self.current_plot()
+        if plot is None and callable(getattr(widget, "export_figure", None)):
+            accepted = inspect.signature(widget.export_figure).parameters
+            options = {name: value for name, value in (("dpi", dpi), ("caption", caption))
+                       if name in accepted and value is not None}
+            try:
+                written = widget.export_figure(path, **options)
+            except (OSError, ValueError) as exc:
+                return str(exc) if path in str(exc) else f"{path}: {exc}"
+            self.status(f"Exported {written or path}")
+            return ""
+        if plot is None:
+            return (f"the {title} tab has no figure to export" if widget is not self.welcome
+                    else "select a run in the runs dock to export its plot")
+        if not plot_has_data(plot):
+            return "the plot is empty: run a method, or select a run in the runs dock, first"
+        self.export_plot_to(plot, path, dpi=dpi)
+        return ""
 
     def export_panel_figure(self, panel, title: str) -> None:
         """Ask where, at which resolution and with or without the panel's information line
@@ -750,6 +797,14 @@ class MainWindow(QMainWindow):
         self.restoreState(self._default_state)
         self.runs_dock_widget.show()
         self.history_dock_widget.hide()
+        self.command_log_dock_widget.hide()
+        self.command_log = CommandLog(self.commands)
+        self.command_log_dock_widget = self._dock("Command log", "commandLogDock",
+                                                  self.command_log,
+                                                  Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.tabifyDockWidget(self.runs_dock_widget, self.command_log_dock_widget)
+        self.runs_dock_widget.raise_()
+        self.command_log_dock_widget.hide()
         self.resizeDocks([self.runs_dock_widget], [RUNS_DOCK_HEIGHT], Qt.Orientation.Vertical)
 
     # -- messages ------------------------------------------------------------------------------
@@ -800,14 +855,11 @@ class MainWindow(QMainWindow):
             self.submit(item["method"], item["params"], item.get("inputs"), item.get("seed", 0))
 
     def show_shortcuts(self) -> None:
-        rows = []
-        for menu_action in self.menuBar().actions():
-            for action in menu_action.menu().actions():
-                keys = ", ".join(s.toString(QKeySequence.SequenceFormat.NativeText)
-                                 for s in action.shortcuts())
-                if keys:
-                    rows.append(f"<tr><td>{action.text().replace('&', '')}</td>"
-                                f"<td>&nbsp;&nbsp;<b>{keys}</b></td></tr>")
+        """Every registered command that has a shortcut (the palette finds the others)."""
+        rows = [f"<tr><td>{html.escape(c.title)}</td><td>&nbsp;&nbsp;<b>"
+                f"{html.escape(_native_keys(c.shortcut))}</b></td></tr>"
+                for c in sorted(self.commands.commands(), key=lambda c: c.title)
+                if c.shortcut]
         self.show_info("Keyboard shortcuts", "<table>" + "".join(rows) + "</table>")
 
     def show_about(self) -> None:
@@ -816,11 +868,25 @@ class MainWindow(QMainWindow):
                        f"papers on your own data.\n\nWorkspace: {self.workspace.root}\n"
                        f"Logs: {self.log_dir}")
 
-    def _open_file_externally(self, path: Path) -> None:
+    def open_externally(self, path: Path) -> bool:
+        """Open a file or folder in the desktop's own application."""
         if not path.exists():
-            self.show_error("Not found", f"{path} does not exist yet.")
-            return
+            from studio.commands import Refusal
+
+            raise Refusal(f"{path} does not exist yet")
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        return True
+
+    def current_tab_title(self) -> str:
+        return self.tabs.tabText(self.tabs.currentIndex())
+
+    def show_palette(self) -> None:
+        """Ctrl+Shift+P: the command palette over every command and engine method."""
+        from studio.palette import CommandPalette
+
+        if self._palette is None:
+            self._palette = CommandPalette(self.commands, lambda: self.bridge.methods, self)
+        self._palette.popup()
 
     # -- status --------------------------------------------------------------------------------
     def _on_engine_state(self, state: str) -> None:
@@ -925,3 +991,9 @@ def _text_undo_available(widget: QWidget, redo: bool) -> bool | None:
         document = widget.document()
         return document.isRedoAvailable() if redo else document.isUndoAvailable()
     return None
+
+
+def _native_keys(shortcut: str) -> str:
+    """``"Ctrl+Shift+Z; Ctrl+Y"`` as this platform writes keys."""
+    return ", ".join(QKeySequence(key.strip()).toString(QKeySequence.SequenceFormat.NativeText)
+                     for key in shortcut.split(";"))

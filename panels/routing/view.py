@@ -137,6 +137,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         layout.addLayout(bar)
 
         self.canvas = LayoutCanvas(self.model, self._on_canvas_click, self._on_canvas_drag)
+        self._route_scene_export()
         self.views = QStackedWidget()
         self.views.addWidget(self.canvas)
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -150,6 +151,15 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.status)
+
+    def _route_scene_export(self) -> None:
+        """The canvas's right-click "Export..." is pyqtgraph's own exporter, which writes no
+        provenance: it asks for ``routing.export_figure`` as the button does."""
+        for action in self.canvas.scene().contextMenu:
+            if action.text().startswith("Export"):
+                action.triggered.disconnect()
+                action.triggered.connect(lambda _checked=False: self._choose_export())
+                mark_argument(action, "routing.export_figure")
 
     def _build_left(self) -> QWidget:
         left = QWidget()

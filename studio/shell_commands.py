@@ -1,0 +1,335 @@
+"""The shell's own actions as commands: files, export, undo, views, runs, the engine, help.
+
+They act on the ``MainWindow`` (bound to the scopes ``app``, ``edit``, ``view``, ``runs``,
+``engine`` and ``help``); its menus and shortcuts run them, and so can the palette, the console
+and scripts. A command that only asks the user for its arguments (File > Open's dialog) returns
+``PROMPTED`` and is not logged; the command the dialog then runs is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from studio.commands import PROMPTED, Command, CommandArgs, CommandRegistry, Refusal
+
+SCOPES = ("app", "edit", "view", "runs", "engine", "help")
+
+
+class OpenArgs(CommandArgs):
+    paths: list[str] = Field(default_factory=list,
+                             description="files or folders to open (none: choose them)")
+
+
+class ExportArgs(CommandArgs):
+    path: str = Field("", description="the figure's file, .png, .svg or .pdf (empty: choose)")
+    dpi: int | None = Field(None, ge=36, le=1200, description="resolution of a PNG")
+    caption: bool = Field(False, description="the panel's information line under it")
+
+
+class PanelArgs(CommandArgs):
+    panel: str = Field(description="the panel's id (lab, routing, molecules, fmri, …)")
+
+
+class ShowArgs(CommandArgs):
+    on: bool | None = Field(None, description="shown; none: the other way round")
+
+
+class ThemeArgs(CommandArgs):
+    theme: Literal["dark", "light"] = Field(description="the colour theme")
+
+
+class RunsArgs(CommandArgs):
+    run_ids: list[str] = Field(default_factory=list,
+                               description="run ids (none: the runs selected in the dock)")
+
+
+class CancelArgs(RunsArgs):
+    hard: bool = Field(False, description="kill the worker at once")
+
+
+class MethodArgs(CommandArgs):
+    method: str = Field(description="the engine method's id (diag.echo, chipstar.route, …)")
+    params: dict[str, Any] = Field(default_factory=dict, description="its parameters")
+    inputs: dict[str, str] = Field(default_factory=dict, description="its inputs, by name")
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="the run's seed")
+
+
+# -- files and export --------------------------------------------------------------------------
+
+
+def open_files(window, args: OpenArgs):
+    if not args.paths:
+        window.ask_open_files()
+        return PROMPTED
+    window.open_paths(list(args.paths))
+    return True
+
+
+def clear_recent(window, _args: None) -> bool:
+    window.clear_recent_files()
+    return True
+
+
+def export_figure(window, args: ExportArgs):
+    """Ctrl+E: the figure of the tab in front, asked for (empty path) or written to ``path``."""
+    if not args.path:
+        window.export_current_plot()
+        return PROMPTED
+    problem = window.export_current_to(args.path, args.dpi, args.caption)
+    if problem:
+        raise Refusal(problem)
+    return True
+
+
+def export_checkpoint(window, _args: None):
+    if window.runs_dock.current_record() is None:
+        raise Refusal("select a run in the runs dock first")
+    window.export_selected_checkpoint()
+    return PROMPTED
+
+
+def settings(window, _args: None):
+    window.open_settings()
+    return PROMPTED
+
+
+def quit_app(window, _args: None) -> bool:
+    window.close()
+    return True
+
+
+# -- edit --------------------------------------------------------------------------------------
+
+
+def undo(window, _args: None) -> str:
+    stack = window.history.stack
+    if not stack.canUndo():
+        raise Refusal(f"nothing to undo in the {window.current_tab_title()} tab")
+    text = stack.undoText()
+    stack.undo()
+    return f"Undid {text}"
+
+
+def redo(window, _args: None) -> str:
+    stack = window.history.stack
+    if not stack.canRedo():
+        raise Refusal(f"nothing to redo in the {window.current_tab_title()} tab")
+    text = stack.redoText()
+    stack.redo()
+    return f"Redid {text}"
+
+
+# -- view --------------------------------------------------------------------------------------
+
+
+def show_welcome(window, _args: None) -> bool:
+    window.tabs.setCurrentIndex(0)
+    return True
+
+
+def show_lab(window, _args: None) -> bool:
+    return open_panel(window, PanelArgs(panel="lab"))
+
+
+def open_panel(window, args: PanelArgs) -> bool:
+    if window.panels.get(args.panel) is None:
+        known = ", ".join(sorted(window.panels.entries()))
+        raise Refusal(f"no panel {args.panel!r} is installed (panels: {known})")
+    if window.open_panel(args.panel) is None:
+        raise Refusal(f"the {args.panel} panel could not be opened (said in the message)")
+    return True
+
+
+def _toggle(dock, on: bool | None) -> bool:
+    shown = not dock.isVisible() if on is None else on
+    dock.setVisible(shown)
+    if shown:
+        dock.raise_()
+    return True
+
+
+def show_runs(window, args: ShowArgs) -> bool:
+    return _toggle(window.runs_dock_widget, args.on)
+
+
+def show_history(window, args: ShowArgs) -> bool:
+    return _toggle(window.history_dock_widget, args.on)
+
+
+def show_command_log(window, args: ShowArgs) -> bool:
+    return _toggle(window.command_log_dock_widget, args.on)
+
+
+def theme(window, args: ThemeArgs) -> bool:
+    window.set_theme(args.theme)
+    return True
+
+
+def reset_layout(window, _args: None) -> bool:
+    window.reset_layout()
+    return True
+
+
+def close_tab(window, _args: None) -> bool:
+    if window.tabs.currentWidget() is window.welcome:
+        raise Refusal("the Welcome tab stays open")
+    window.close_tab(window.tabs.currentIndex())
+    return True
+
+
+def palette(window, _args: None):
+    window.show_palette()
+    return PROMPTED
+
+
+# -- runs and the engine -----------------------------------------------------------------------
+
+
+def _records(window, run_ids: list[str]) -> list:
+    if not run_ids:
+        records = window.runs_dock.selected_records()
+        if not records:
+            raise Refusal("select runs in the runs dock (or name run_ids)")
+        return records
+    records = []
+    for run_id in run_ids:
+        record = window.bridge.jobs.get(run_id)
+        if record is None:
+            raise Refusal(f"no run {run_id!r} in the workspace {window.workspace.root}")
+        records.append(record)
+    return records
+
+
+def rerun(window, args: RunsArgs) -> bool:
+    for record in _records(window, args.run_ids):
+        if not record.method:
+            raise Refusal(f"run {record.id} does not say which method made it")
+    for record in _records(window, args.run_ids):
+        window.submit(record.method, record.params, record.inputs, record.seed)
+    return True
+
+
+def rerun_with_changes(window, args: RunsArgs):
+    records = _records(window, args.run_ids)
+    if len(records) != 1:
+        raise Refusal(f"choose one run to change, not {len(records)}")
+    window.runs_dock.rerun_with_changes(records[0])
+    return PROMPTED
+
+
+def cancel(window, args: CancelArgs) -> bool:
+    active = [r for r in _records(window, args.run_ids) if r.active and r.live]
+    if not active:
+        raise Refusal("none of these runs is queued or running")
+    for record in active:
+        window.host.cancel_job(record.id, hard=args.hard or record.state == "cancelling")
+    return True
+
+
+def restart_engine(window, _args: None) -> bool:
+    window.restart_engine()
+    return True
+
+
+def show_engine_log(window, _args: None) -> bool:
+    return window.open_externally(window.log_dir / "engine.log")
+
+
+def run_method(window, args: MethodArgs) -> bool:
+    """Submit an engine method; the engine checks the parameters and inputs (its refusal is
+    shown when it answers)."""
+    known = {m["id"] for m in window.bridge.methods}
+    if known and args.method not in known:
+        raise Refusal(f"the engine has no method {args.method!r}")
+    window.submit(args.method, dict(args.params), dict(args.inputs) or None, args.seed)
+    return True
+
+
+# -- help --------------------------------------------------------------------------------------
+
+
+def shortcuts(window, _args: None) -> bool:
+    window.show_shortcuts()
+    return True
+
+
+def log_folder(window, _args: None) -> bool:
+    return window.open_externally(window.log_dir)
+
+
+def about(window, _args: None) -> bool:
+    window.show_about()
+    return True
+
+
+COMMANDS = [
+    Command("app.open", "Open files", "Open data files in the panels that read them.",
+            open_files, OpenArgs, shortcut="Ctrl+O", menu="File/Open…"),
+    Command("app.clear_recent", "Clear the recent files", "Forget the recently opened "
+            "files.", clear_recent, menu="File/Open recent/Clear the list"),
+    Command("app.export_figure", "Export the figure", "The figure of the tab in front (or "
+            "the selected run's plot) as PNG, SVG or PDF with its provenance.",
+            export_figure, ExportArgs, shortcut="Ctrl+E", menu="File/Export plot…"),
+    Command("app.export_checkpoint", "Export a checkpoint", "Copy a checkpoint of the "
+            "selected run to a folder.", export_checkpoint, menu="File/Export checkpoint…"),
+    Command("app.settings", "Open the settings", "Workspace, device, cluster, theme and "
+            "reader budgets.", settings, shortcut="Ctrl+,", menu="File/Settings…"),
+    Command("app.quit", "Quit Studio", "Close the window and stop the engine.", quit_app,
+            shortcut="Ctrl+Q", menu="File/Quit"),
+    Command("edit.undo", "Undo", "Undo the last edit of the tab in front.", undo,
+            shortcut="Ctrl+Z", menu="Edit/Undo"),
+    Command("edit.redo", "Redo", "Redo the edit undone last in the tab in front.", redo,
+            shortcut="Ctrl+Shift+Z; Ctrl+Y", menu="Edit/Redo"),
+    Command("view.welcome", "Show the welcome page", "The papers and recent files.",
+            show_welcome, shortcut="Ctrl+1", menu="View/Welcome"),
+    Command("view.lab", "Show the lab", "Run and compare the papers' methods.", show_lab,
+            shortcut="Ctrl+2", menu="View/Lab"),
+    Command("view.panel", "Show a panel", "Open a panel by id (its tab comes to the front).",
+            open_panel, PanelArgs, menu="View"),
+    Command("view.runs", "Show or hide the runs", "The runs dock: every run, its curves, "
+            "logs and outputs.", show_runs, ShowArgs, shortcut="Ctrl+Shift+R",
+            menu="View/Runs"),
+    Command("view.edit_history", "Show or hide the edit history", "The tab's undo steps.",
+            show_history, ShowArgs, menu="View/Edit history"),
+    Command("view.command_log", "Show or hide the command log", "Every command run, as the "
+            "Python line a script would write.", show_command_log, ShowArgs,
+            shortcut="Ctrl+Shift+L", menu="View/Command log"),
+    Command("view.palette", "Command palette", "Find any command or engine method by name "
+            "and run it.", palette, shortcut="Ctrl+Shift+P", menu="View/Command palette…"),
+    Command("view.theme", "Choose the theme", "Dark or light.", theme, ThemeArgs,
+            menu="View/Theme"),
+    Command("view.reset_layout", "Reset the layout", "Docks back where they started.",
+            reset_layout, menu="View/Reset layout"),
+    Command("view.close_tab", "Close the tab", "Close the panel in front (its autosaved "
+            "edits stay).", close_tab, shortcut="Ctrl+W", menu="View/Close tab"),
+    Command("runs.rerun", "Rerun runs", "Run the selected runs again with the same "
+            "parameters.", rerun, RunsArgs, shortcut="F5", menu="Runs/Rerun selected"),
+    Command("runs.rerun_with_changes", "Rerun with changes", "Change a run's parameters and "
+            "run it again.", rerun_with_changes, RunsArgs, shortcut="Shift+F5",
+            menu="Runs/Rerun with changes…"),
+    Command("runs.cancel", "Cancel runs", "Cancel queued or running runs.", cancel,
+            CancelArgs, shortcut="Ctrl+.", menu="Runs/Cancel selected"),
+    Command("engine.restart", "Restart the engine", "Stop the engine process and start a "
+            "new one.", restart_engine, shortcut="Ctrl+Shift+F5", menu="Engine/Restart engine"),
+    Command("engine.show_log", "Show the engine log", "Open engine.log.", show_engine_log,
+            menu="Engine/Show engine log"),
+    Command("engine.run_method", "Run an engine method", "Submit a method of the engine "
+            "with parameters and inputs.", run_method, MethodArgs),
+    Command("help.shortcuts", "Keyboard shortcuts", "Every command's shortcut.", shortcuts,
+            shortcut="F1", menu="Help/Keyboard shortcuts"),
+    Command("help.log_folder", "Open the log folder", "Where studio.log and engine.log are.",
+            log_folder, menu="Help/Open log folder"),
+    Command("help.about", "About Studio", "Version, workspace and logs.", about,
+            menu="Help/About Studio"),
+]
+
+
+def register(registry: CommandRegistry, window) -> CommandRegistry:
+    """Add the shell's commands and bind their scopes to ``window``."""
+    for command in COMMANDS:
+        registry.add(command, replace=True)
+    for scope in SCOPES:
+        registry.bind(scope, window)
+    return registry
