@@ -201,6 +201,21 @@ def test_cancel_stops_the_units_and_a_failing_unit_fails_the_job(ray_head, tmp_p
         await asyncio.sleep(1.5)
         assert heartbeat.stat().st_size == size, "a unit kept running after the cancel"
 
+        # A hard cancel kills the job's actor: the units it started die with it.
+        killed_beat = tmp_path / "killed-heartbeat"
+        killed_beat.touch()
+        killed = manager.submit(SPEC.id, {"profile": "smoke", "sleep_s": 120,
+                                          "heartbeat": str(killed_beat)})
+        while killed_beat.stat().st_size < 3:
+            assert time.monotonic() < deadline + 120, "the second job's units never started"
+            await asyncio.sleep(0.1)
+        manager.cancel(killed, hard=True)
+        assert (await recorder.terminal(killed, 60))["state"] == "cancelled"
+        await asyncio.sleep(3.0)
+        size = killed_beat.stat().st_size
+        await asyncio.sleep(1.5)
+        assert killed_beat.stat().st_size == size, "a unit outlived its killed job"
+
         broken = manager.submit(SPEC.id, {"profile": "smoke", "fail": True})
         state = await recorder.terminal(broken, 120)
         assert state["state"] == "failed"
