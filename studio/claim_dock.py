@@ -334,13 +334,8 @@ def install_claim_dock(window: Any) -> QDockWidget:
     """Add the "Paper claims" dock to ``window`` (hidden until View > Paper claims), kept in
     step with the tab in front, the engine's methods and finished reproductions."""
     content = ClaimDock(window)
-    dock = QDockWidget("Paper claims", window)
-    dock.setObjectName("claimDock")
-    dock.setWidget(content)
-    dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetClosable
-                     | QDockWidget.DockWidgetFeature.DockWidgetMovable
-                     | QDockWidget.DockWidgetFeature.DockWidgetFloatable)
-    window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+    # the window's own dock maker (closable, movable, floatable, like the Runs dock)
+    dock = window._dock("Paper claims", "claimDock", content, Qt.DockWidgetArea.RightDockWidgetArea)
     dock.hide()
     window.restoreDockWidget(dock)  # shown and placed as the last session left it
     toggle = dock.toggleViewAction()
