@@ -52,6 +52,7 @@ from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.session_file import SUFFIX, SessionContents, read_session, write_session
 from engine.provenance import run_folder, studio_version
+from engine.workspace import _alive  # the liveness check run owners use
 from studio.documents import document_file
 from studio.undo import steps_of
 
@@ -827,20 +828,32 @@ def _search_by_fingerprint(folder: Path, entry: dict, hash_of: Callable[[Path], 
 
 # -- dialogs ------------------------------------------------------------------------------------
 
-def ask_locate(window: QMainWindow, missing: MissingDocument,
-               answer: Callable[[str | None], None]) -> None:
-    """Locate… / Skip, non-modal: the engine's events keep flowing while the user looks."""
-    box = QMessageBox(QMessageBox.Icon.Question, "A document of the session is missing",
-                      missing.message(), QMessageBox.StandardButton.NoButton, window)
-    box.setObjectName("sessionMissingDocument")
-    locate_button = box.addButton("Locate…", QMessageBox.ButtonRole.AcceptRole)
-    box.addButton("Skip", QMessageBox.ButtonRole.RejectRole)
+def question(window: QMainWindow, name: str, title: str, text: str, yes: str, no: str,
+             then: Callable[[bool], None]) -> QMessageBox:
+    """A non-modal question (``open``, not ``exec``: the engine's events keep flowing);
+    ``then(True)`` for ``yes``, ``then(False)`` for ``no`` or closing the box."""
+    box = QMessageBox(QMessageBox.Icon.Question, title, text,
+                      QMessageBox.StandardButton.NoButton, window)
+    box.setObjectName(name)
+    yes_button = box.addButton(yes, QMessageBox.ButtonRole.AcceptRole)
+    box.addButton(no, QMessageBox.ButtonRole.RejectRole)
     _keep(window, box)
 
     def answered(_result: int) -> None:
         chosen = box.clickedButton()
         _drop(window, box)
-        if chosen is not locate_button:
+        then(chosen is yes_button)
+
+    box.finished.connect(answered)
+    box.open()
+    return box
+
+
+def ask_locate(window: QMainWindow, missing: MissingDocument,
+               answer: Callable[[str | None], None]) -> None:
+    """Locate… / Skip; Locate opens a file dialog beside the session."""
+    def then(locate: bool) -> None:
+        if not locate:
             answer(None)
             return
         dialog = QFileDialog(window, f"Locate {Path(missing.path).name}",
@@ -851,28 +864,17 @@ def ask_locate(window: QMainWindow, missing: MissingDocument,
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    box.finished.connect(answered)
-    box.open()
+    question(window, "sessionMissingDocument", "A document of the session is missing",
+             missing.message(), "Locate…", "Skip", then)
 
 
 def ask_edits(window: QMainWindow, conflict: EditsConflict,
               answer: Callable[[str], None]) -> None:
-    """The session's edits or the journal's newer ones (non-modal, as ``studio.undo`` asks);
-    closing the box keeps the newer ones."""
-    box = QMessageBox(QMessageBox.Icon.Question, "Newer edits in the workspace",
-                      conflict.message(), QMessageBox.StandardButton.NoButton, window)
-    box.setObjectName("sessionEditsConflict")
-    session_button = box.addButton("Use the session's edits", QMessageBox.ButtonRole.AcceptRole)
-    box.addButton("Keep the newer edits", QMessageBox.ButtonRole.RejectRole)
-    _keep(window, box)
-
-    def answered(_result: int) -> None:
-        chosen = box.clickedButton()
-        _drop(window, box)
-        answer(SESSION_EDITS if chosen is session_button else JOURNAL_EDITS)
-
-    box.finished.connect(answered)
-    box.open()
+    """The session's edits or the journal's newer ones (as ``studio.undo`` asks about saved
+    edits); closing the box keeps the newer ones."""
+    question(window, "sessionEditsConflict", "Newer edits in the workspace", conflict.message(),
+             "Use the session's edits", "Keep the newer edits",
+             lambda session: answer(SESSION_EDITS if session else JOURNAL_EDITS))
 
 
 def show_report(window: QMainWindow, report: SessionReport) -> None:
@@ -1032,26 +1034,17 @@ class SessionsController(QObject):
             return None
         when = time.strftime("%Y-%m-%d %H:%M",
                              time.localtime(self.autosave_path.stat().st_mtime))
-        box = QMessageBox(QMessageBox.Icon.Question, "Studio did not quit cleanly",
-                          f"Studio stopped without quitting last time. Reopen the session it "
-                          f"autosaved at {when}?", QMessageBox.StandardButton.NoButton,
-                          self.window)
-        box.setObjectName("sessionCrashOffer")
-        reopen = box.addButton("Reopen the last session", QMessageBox.ButtonRole.AcceptRole)
-        box.addButton("Not now", QMessageBox.ButtonRole.RejectRole)
-        _keep(self.window, box)
 
-        def answered(_result: int) -> None:
-            chosen = box.clickedButton()
-            _drop(self.window, box)
+        def then(reopen: bool) -> None:
             self.offer = None
-            if chosen is reopen:
+            if reopen:
                 self.open_from(self.autosave_path)
 
-        box.finished.connect(answered)
-        box.open()
-        self.offer = box
-        return box
+        self.offer = question(self.window, "sessionCrashOffer", "Studio did not quit cleanly",
+                              f"Studio stopped without quitting last time. Reopen the session "
+                              f"it autosaved at {when}?", "Reopen the last session", "Not now",
+                              then)
+        return self.offer
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         if watched is self.window and event.type() == QEvent.Type.Close:
@@ -1064,18 +1057,6 @@ def _marker_pid(marker: Path) -> int:
         return int(json.loads(marker.read_text()).get("pid", 0))
     except (OSError, ValueError, AttributeError):
         return 0
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def install_sessions(window: QMainWindow) -> SessionsController:
