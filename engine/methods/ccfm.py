@@ -13,10 +13,11 @@ Methods: ``ccfm.sample`` (2-D / 10-D mixtures: clouds over the feasible set, fea
 fidelity table, trajectories), ``ccfm.train_heat`` (a trained model and a conservation law) and
 ``ccfm.reproduce``.
 
-The paper's own treatment of xi given x_t and its eps were not available to us: we model
-xi = ((1 - t) / t) x0 as N(0, ((1 - t) / t)^2 I) independent of x_t and keep eps a parameter
-(kappa = Phi^{-1}(1 - eps)). eps = 0.5 (kappa = 0: the clean estimate x_t / t with xi at its
-median must be feasible) is the default; the reproduction reports a sweep over eps.
+As the sources describe, xi = ((1 - t) / t) x0 is drawn from the prior, N(0, ((1 - t) / t)^2 I),
+independent of x_t. ``ccfm.sample`` and ``ccfm.train_heat`` keep a constant risk level eps
+(kappa = Phi^{-1}(1 - eps)) as a parameter; ``ccfm.reproduce`` (spec v2) uses the probability
+scheduler p(t) = (t / 2)^n with n = 1, fixed before its runs, and reports n = 0.5, 2 and
+constant levels as sensitivity, never as the verdict.
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
+from engine import verdicts
 from engine.api import (
     Claim,
-    Criterion,
     MethodParams,
     MethodSpec,
     ReproduceParams,
@@ -341,200 +342,296 @@ def run_train_heat(ctx: JobContext, params: HeatParams, inputs: dict) -> dict:
     return outputs
 
 
-# -- ccfm.reproduce ------------------------------------------------------------------------------
+# -- ccfm.reproduce (spec v2) --------------------------------------------------------------------
+#
+# The sampler as the spec records it: Euler ODE, uniform steps, after each step CCFM projects
+# onto the deterministic equivalent of its chance constraint at the scheduled probability
+# p(t) = (t / 2)^n with n = 1 (assumed, fixed before any v2 run), kappa(t) = Phi^{-1}(p(t)).
+# Units: one per (mixture case, seed) and one per heat seed (which trains its own model).
 
 CASES = ("mixture_2d_halfspace", "mixture_2d_equality", "mixture_10d_halfspace",
          "mixture_10d_equality")
 BASELINES = ("final_projection", "projection_each_step", "clean_estimate_projection")
+SCHEDULE_POWER = 1.0
+SENSITIVITY = {"n = 0.5": ("power", 0.5), "n = 2": ("power", 2.0),
+               "constant 0.5": ("constant", 0.5), "constant 0.95": ("constant", 0.95)}
+BANDWIDTH_SEED = 999
+FEASIBILITY_TOL = 1e-9
+VACUOUS_SHARE = 0.10
 
 
 class ReproduceCcfmParams(ReproduceParams):
-    """The spec's cases over seeds; eps is the CCFM risk level of the verdict."""
+    """The spec's experiment (v2); the profiles set its sizes."""
 
-    seeds: int = Field(5, ge=1, le=20, description="sampling seeds (seed, seed + 1, ...)")
-    eps: float = Field(DEFAULT_EPS, gt=0, lt=1, description="CCFM risk level of the verdict")
+    PROFILE_SETTINGS: ClassVar[dict[str, dict]] = {
+        "smoke": {"mixture_seeds": 2, "heat_seeds": 2, "samples": 200, "heat_samples": 200,
+                  "steps": 10, "heat_train_steps": 20, "heat_hidden": 32},
+        "cpu": {"mixture_seeds": 10, "samples": 2000, "heat_seeds": 5, "heat_train_steps": 2000,
+                "heat_samples": 1000},
+        "gpu": {"mixture_seeds": 30, "heat_seeds": 10, "heat_train_steps": 5000},
+    }
+
+    mixture_seeds: int = Field(10, ge=1, le=200, description="seeds per mixture case")
+    samples: int = Field(2000, ge=20, le=100_000, description="samples per method (mixtures)")
+    heat_seeds: int = Field(5, ge=1, le=100, description="heat seeds (each trains a model)")
+    heat_train_steps: int = Field(2000, ge=1, le=200_000, description="Adam steps per model")
+    heat_samples: int = Field(1000, ge=20, le=100_000, description="samples per method (heat)")
+    heat_hidden: int = Field(256, ge=8, le=2048, description="heat MLP width (3 layers)")
+    steps: int = Field(100, ge=2, le=10_000, description="Euler steps of every sampler")
+
+
+def required_probability(kind: str, value: float) -> Callable[[float], float]:
+    """The probability scheduler: (t / 2)^n, or a constant."""
+    if kind == "power":
+        return lambda t: (t / 2.0) ** value
+    return lambda t: value
+
+
+def averaged_mmd(x: np.ndarray, y: np.ndarray, bandwidth: float) -> float:
+    """Unbiased MMD^2, Gaussian kernels at h/2, h and 2h averaged."""
+    from engine.models import constrained_sampler as cs
+
+    return cs.mmd(x, y, [bandwidth / 2, bandwidth, 2 * bandwidth]) / 3
+
+
+def run_all_samplers(velocity: Callable[[np.ndarray, float], np.ndarray], constraint,
+                     x0: np.ndarray, steps: int, truth: np.ndarray, bandwidth: float,
+                     sensitivity: dict[str, tuple[str, float]]) -> dict[str, dict]:
+    """Every method (and CCFM under each sensitivity schedule) from the same x0: MMD^2 to the
+    truth, the largest violation, the share of violating samples, network evaluations."""
+    from engine.models import constrained_sampler as cs
+
+    out = {}
+    runs = [(m, None) for m in METHODS] + [(f"ccfm ({label})", schedule)
+                                             for label, schedule in sensitivity.items()]
+    for name, schedule in runs:
+        calls = [0]
+
+        def counted(x: np.ndarray, t: float, calls: list[int] = calls) -> np.ndarray:
+            calls[0] += 1
+            return velocity(x, t)
+
+        kind, value = schedule or ("power", SCHEDULE_POWER)
+        result = cs.sample(counted, x0, steps, "ccfm" if schedule else name, constraint,
+                           required_probability=required_probability(kind, value))
+        violation = constraint.violation(result.samples)
+        scale = max(1.0, abs(constraint.b)) if constraint.equality else 1.0
+        out[name] = {"mmd2": averaged_mmd(result.samples, truth, bandwidth),
+                     "max_violation": float(violation.max() / scale),
+                     "violating_share": float(np.mean(violation > FEASIBILITY_TOL * scale)),
+                     "evaluations_per_sample": calls[0]}
+    return out
+
+
+def mixture_unit(item: dict) -> dict:
+    """One mixture case and seed: every sampler from one x0, against a fresh truth sample, with
+    the bandwidth of a truth sample drawn once per case (seed 999); and a second truth sample
+    against the first with its permutation band (the fidelity measure's own null)."""
+    from engine.models import constrained_sampler as cs
+
+    case, seed, count = item["case"], int(item["seed"]), int(item["samples"])
+    problem = mixture_problem(case)
+    bandwidth = cs.median_bandwidth(problem.ground_truth(
+        count, np.random.default_rng([BANDWIDTH_SEED, CASES.index(case)])))
+    rng = np.random.default_rng([seed, CASES.index(case)])
+    truth = problem.ground_truth(count, rng)
+    x0 = rng.standard_normal((count, problem.dim))
+    sensitivity = {k: v for k, v in SENSITIVITY.items()
+                   if not (problem.constraint.equality and v == ("constant", 0.95))}
+    methods = run_all_samplers(problem.velocity, problem.constraint, x0, int(item["steps"]),
+                               truth, bandwidth, sensitivity)
+    second = problem.ground_truth(count, rng)
+    return {"case": case, "seed": seed, "methods": methods,
+            "null": null_check(truth, second, bandwidth, seed)}
+
+
+def null_check(truth: np.ndarray, second: np.ndarray, bandwidth: float, seed: int,
+               limit: int = 500) -> dict:
+    """MMD^2 of two truth samples and its permutation band (first ``limit`` points each)."""
+    from engine.models import constrained_sampler as cs
+
+    pooled = np.concatenate([truth[:limit], second[:limit]])
+    d2 = cs.squared_distances(pooled, pooled)
+    kernel = sum(np.exp(-d2 / (2 * h**2)) for h in (bandwidth / 2, bandwidth, 2 * bandwidth)) / 3
+    band = verdicts.mmd2_permutation_band(kernel, len(truth[:limit]), n_permutations=500,
+                                          seed=seed)
+    return {"observed": band.observed, "lo": band.lo, "hi": band.hi}
+
+
+def heat_unit(item: dict) -> dict:
+    """One heat seed: train the MLP flow, then every sampler under the mean-temperature
+    equality against simulated fields with that mean."""
+    import torch
+
+    from engine.models import constrained_sampler as cs
+    from engine.threads import limit_threads
+
+    seed = int(item["seed"])
+    p = HeatParams(steps=int(item["train_steps"]), hidden=int(item["hidden"]),
+                   samples=int(item["samples"]), sample_steps=int(item["steps"]))
+    model, losses = train_heat_model(p, seed, lambda: None)
+    problem = heat_problem(p, model)
+    bandwidth = cs.median_bandwidth(problem.ground_truth(p.samples, np.random.default_rng(
+        [BANDWIDTH_SEED, 99])))
+    rng = np.random.default_rng([seed, 99])
+    truth = problem.ground_truth(p.samples, rng)
+    x0 = rng.standard_normal((p.samples, p.points))
+    model.eval()
+
+    @torch.no_grad()
+    def velocity(x: np.ndarray, t: float) -> np.ndarray:
+        xt = torch.as_tensor(x, dtype=torch.float32)
+        return model(xt, torch.full((len(xt),), float(t))).double().numpy()
+
+    sensitivity = {k: v for k, v in SENSITIVITY.items() if v != ("constant", 0.95)}
+    with limit_threads(1):
+        methods = run_all_samplers(velocity, problem.constraint, x0, p.sample_steps, truth,
+                                   bandwidth, sensitivity)
+    return {"case": "heat", "seed": seed, "methods": methods,
+            "final_train_loss": float(np.mean(losses[-50:]))}
+
+
+def ccfm_unit(item: dict) -> dict:
+    """Dispatch one unit (module level, JSON in and out, seeded from its item)."""
+    return heat_unit(item) if item["kind"] == "heat" else mixture_unit(item)
+
+
+def paired_differences(units: list[dict], baseline: str, method: str = "ccfm") -> np.ndarray:
+    """MMD^2(baseline) - MMD^2(method) per seed (same x0 within a seed)."""
+    return np.array([u["methods"][baseline]["mmd2"] - u["methods"][method]["mmd2"]
+                     for u in sorted(units, key=lambda u: u["seed"])])
+
+
+def criterion_mixtures(differences: dict[str, np.ndarray]) -> verdicts.Criterion:
+    """(1) per mixture case: MMD^2(per-step projection) - MMD^2(CCFM) above 0."""
+    return verdicts.combine(
+        "(1) mixtures: MMD^2(per-step projection) - MMD^2(CCFM) > 0 in every case",
+        "By avoiding direct projection of noisy intermediate states onto the clean-sample "
+        "feasible set, CCFM mitigates the distributional distortion", [
+            verdicts.criterion(f"(1) {case}: paired MMD^2 difference (projection - CCFM)",
+                               "mitigates the distributional distortion",
+                               verdicts.t_interval(values), verdicts.Rule.above(0.0))
+            for case, values in differences.items()], "all")
+
+
+def criterion_heat(differences: dict[str, np.ndarray]) -> verdicts.Criterion:
+    """(2) heat fields: every projection baseline's MMD^2 minus CCFM's above 0."""
+    return verdicts.combine(
+        "(2) heat equation: MMD^2(baseline) - MMD^2(CCFM) > 0 for all three projection "
+        "baselines", "CCFM outperforms current state-of-the-art constrained generative models "
+        "in modeling complex physical systems governed by partial differential equations", [
+            verdicts.criterion(f"(2) heat, {baseline}: paired MMD^2 difference "
+                               "(baseline - CCFM)", "superior ... fidelity",
+                               verdicts.t_interval(values), verdicts.Rule.above(0.0))
+            for baseline, values in differences.items()], "all")
 
 
 def run_reproduce(ctx: JobContext, params: ReproduceCcfmParams, inputs: dict) -> dict:
+    """Mixture and heat units, then criteria (1) and (2), sanity checks and sensitivity."""
     started = time.monotonic()
-    seeds = [ctx.seed + s for s in range(1 if params.smoke else params.seeds)]
-    count, steps = (200, 10) if params.smoke else (2000, 100)
-    sweep = tuple(e for e in EPS_SWEEP if e != params.eps)
-    heat_params = HeatParams(steps=20, samples=100, sample_steps=10, hidden=32,
-                             train_fields=1000) if params.smoke else HeatParams()
-    total = len(CASES) * len(seeds) + heat_params.steps + len(seeds)
-    done = 0
-    results: dict[tuple[str, int], list[MethodRun]] = {}
-    sweep_runs: dict[tuple[str, int], list[MethodRun]] = {}
-    outputs: dict = {}
-    for case in CASES:
-        problem = mixture_problem(case)
-        for seed in seeds:
-            rng = np.random.default_rng([seed, CASES.index(case)])
-            truth = problem.ground_truth(count, rng)
-            keep = 20 if seed == seeds[0] else 0
-            state = rng.bit_generator.state
-            runs = run_methods(problem, list(METHODS), params.eps, count, steps, rng, truth,
-                               ctx.check_cancelled, keep=keep)
-            results[case, seed] = runs
-            sweep_runs[case, seed] = []
-            for e in sweep:  # every eps from the same initial noise as the methods above
-                rng.bit_generator.state = state
-                sweep_runs[case, seed] += run_methods(problem, ["ccfm"], e, count, steps, rng,
-                                                      truth, ctx.check_cancelled)
-            done += 1
-            ctx.progress(done, total, **{f"mmd_{r.method}": r.mmd for r in runs})
-            if seed == seeds[0]:
-                figures = {**cloud_plots(problem, runs, truth), **trajectory_plots(problem, runs)}
-                for name, spec in figures.items():
-                    outputs[f"{case}_{name}"] = ctx.save_artifact(f"{case}_{name}", spec)
+    items = [{"kind": "mixture", "case": case, "seed": ctx.seed + s, "samples": params.samples,
+              "steps": params.steps} for case in CASES for s in range(params.mixture_seeds)]
+    items += [{"kind": "heat", "seed": ctx.seed + s, "train_steps": params.heat_train_steps,
+               "hidden": params.heat_hidden, "samples": params.heat_samples,
+               "steps": params.steps} for s in range(params.heat_seeds)]
+    ctx.log(f"{len(items)} units: {params.mixture_seeds} seeds x {len(CASES)} mixture cases, "
+            f"{params.heat_seeds} heat seeds")
+    results = ctx.map(ccfm_unit, items)
+    by_case: dict[str, list[dict]] = {}
+    for result in results:
+        by_case.setdefault(result["case"], []).append(result)
+    heat = by_case.pop("heat")
+    for case, units in [*by_case.items(), ("heat", heat)]:
         ctx.log(f"{case}: mean MMD^2 " + ", ".join(
-            f"{m} {np.mean([_by_method(results[case, s])[m].mmd for s in seeds]):.4g}"
-            for m in METHODS))
+            f"{m} {np.mean([u['methods'][m]['mmd2'] for u in units]):.4g}" for m in METHODS))
 
-    model, losses = train_heat_model(
-        heat_params, ctx.seed, ctx.check_cancelled,
-        lambda step, loss: ctx.progress(done + step + 1, total, heat_loss=loss))
-    done += heat_params.steps
-    heat = heat_problem(heat_params, model)
-    heat_results: dict[int, list[MethodRun]] = {}
-    for seed in seeds:
-        rng = np.random.default_rng([seed, 99])
-        truth = heat.ground_truth(heat_params.samples, rng)
-        heat_results[seed] = run_methods(heat, list(METHODS), params.eps, heat_params.samples,
-                                         heat_params.sample_steps, rng, truth,
-                                         ctx.check_cancelled)
-        done += 1
-        ctx.progress(done, total, **{f"heat_mmd_{r.method}": r.mmd for r in heat_results[seed]})
-    ctx.log(f"heat: final training loss {losses[-50:].mean():.4g}")
-
-    outputs.update(save_tables(ctx, results, sweep_runs, heat_results, seeds))
-    criteria = reproduce_criteria(results, heat_results, seeds, params.eps)
+    criteria = [
+        criterion_mixtures({case: paired_differences(units, "projection_each_step")
+                            for case, units in by_case.items()}),
+        criterion_heat({b: paired_differences(heat, b) for b in BASELINES})]
+    sanity = ccfm_sanity_checks(by_case, heat)
+    outputs = save_ccfm_tables(ctx, by_case, heat)
     claim = Claim(
         paper=PAPER,
-        statement=("CCFM enforces hard constraints during flow-matching sampling with the "
-                   "feasibility of projection, and higher fidelity to the constrained "
-                   "distribution than projecting the noisy state at every step."),
-        criteria=criteria, seeds=seeds, wall_s=time.monotonic() - started, smoke=params.smoke,
-        notes=reproduce_notes(results, sweep_runs, heat_results, seeds, params.eps, criteria,
-                              count, steps, heat_params, float(losses[-50:].mean())))
+        statement=("CCFM, projecting each intermediate state onto a chance-constrained set "
+                   "instead of the clean feasible set, keeps samples feasible with less "
+                   "distortion than projection (Gaussian mixtures) and beats the projection "
+                   "baselines on heat-equation fields."),
+        criteria=criteria, seeds=sorted({u["seed"] for u in results}),
+        wall_s=time.monotonic() - started, smoke=params.smoke, spec="v2", sanity=sanity,
+        notes=ccfm_notes(by_case, heat, params))
     return {"claim": claim.to_dict(), **outputs}
 
 
-def _by_method(runs: list[MethodRun]) -> dict[str, MethodRun]:
-    return {r.method: r for r in runs}
-
-
-def reproduce_criteria(results: dict, heat_results: dict, seeds: list[int], eps: float
-                       ) -> list[Criterion]:
-    constrained = [(case, seed, r) for (case, seed), runs in results.items() for r in runs
-                   if r.method != "unconstrained"]
-    constrained += [("heat", seed, r) for seed, runs in heat_results.items() for r in runs
-                    if r.method != "unconstrained"]
-    worst = min(constrained, key=lambda item: item[2].feasible)
-    wins, lines = 0, []
-    for case in CASES:
-        pairs = [(_by_method(results[case, s])["ccfm"].mmd,
-                  _by_method(results[case, s])["projection_each_step"].mmd) for s in seeds]
-        wins += sum(c < p for c, p in pairs)
-        lines.append(f"{case}: CCFM " + "/".join(f"{c:.4f}" for c, _ in pairs)
-                     + " vs per-step projection " + "/".join(f"{p:.4f}" for _, p in pairs))
-    heat_pairs = [(_by_method(heat_results[s])["ccfm"].mmd,
-                   _by_method(heat_results[s])["projection_each_step"].mmd) for s in seeds]
-    heat_wins = sum(c < p for c, p in heat_pairs)
+def ccfm_sanity_checks(by_case: dict[str, list[dict]], heat: list[dict]
+                       ) -> list[verdicts.SanityCheck]:
+    """Feasibility by construction; non-vacuous half-spaces; the fidelity measure's null."""
+    everything = [u for units in by_case.values() for u in units] + heat
+    worst = max(run["max_violation"] for u in everything
+                for name, run in u["methods"].items() if name != "unconstrained")
+    shares = {case: min(u["methods"]["unconstrained"]["violating_share"] for u in units)
+              for case, units in by_case.items() if "halfspace" in case}
+    nulls = [u["null"] for units in by_case.values() for u in units]
+    inside = np.mean([n["lo"] <= n["observed"] <= n["hi"] for n in nulls])
     return [
-        Criterion("(1) smallest fraction of final samples within 1e-6 of feasibility, over "
-                  "every constrained method, case and seed (heat case included)",
-                  worst[2].feasible, 1.0, ">=",
-                  paper="all methods 100% feasible (CCFM keeps projection's hard guarantee)",
-                  note=f"lowest: {worst[2].method} on {worst[0]}, seed {worst[1]} (max "
-                       f"violation {max(r.max_violation for _, _, r in constrained):.2g})"),
-        Criterion(f"(2) fraction of (mixture case, seed) where CCFM (eps {eps:g}) has lower "
-                  "MMD^2 to the constrained ground truth than projection at every step",
-                  wins / (len(CASES) * len(seeds)), 1.0, ">=",
-                  paper="CCFM has lower MMD (or energy distance) to the ground truth than "
-                        "per-step projection, over 5 seeds",
-                  note="; ".join(lines)),
-        Criterion(f"(3) heat fields with a conservation constraint (trained model): fraction "
-                  f"of seeds where CCFM (eps {eps:g}) has lower MMD^2 than per-step projection",
-                  heat_wins / len(seeds), 1.0, ">=",
-                  paper="CCFM outperforms projection-based samplers on PDE-governed systems",
-                  note="CCFM " + "/".join(f"{c:.4g}" for c, _ in heat_pairs)
-                       + " vs per-step projection " + "/".join(f"{p:.4g}" for _, p in heat_pairs)),
+        verdicts.SanityCheck("every constrained method's final samples are feasible "
+                             "(violation <= 1e-9, relative for equalities)",
+                             worst <= FEASIBILITY_TOL, f"largest violation {worst:.2e}"),
+        verdicts.SanityCheck("the unconstrained sampler violates each half-space in >= 10% "
+                             "of samples (the case is not vacuous)",
+                             all(v >= VACUOUS_SHARE for v in shares.values()),
+                             ", ".join(f"{c} {v:.3f}" for c, v in shares.items())),
+        verdicts.SanityCheck("MMD^2 of a second ground-truth sample lies in its permutation "
+                             "band (95%)", bool(inside >= 0.9),
+                             f"{inside:.2f} of {len(nulls)} (case, seed) inside"),
     ]
 
 
-def save_tables(ctx: JobContext, results: dict, sweep_runs: dict, heat_results: dict,
-                seeds: list[int]) -> dict[str, str]:
+def save_ccfm_tables(ctx: JobContext, by_case: dict[str, list[dict]], heat: list[dict]
+                     ) -> dict[str, str]:
+    """Mean MMD^2, violations and network evaluations per case and method (sensitivity runs
+    included)."""
     rows = []
-    for case in [*CASES, "heat"]:
-        for method in METHODS:
-            if case == "heat":
-                picked = [_by_method(heat_results[s])[method] for s in seeds]
-            else:
-                picked = [_by_method(results[case, s])[method] for s in seeds]
-            rows.append([case, method, picked[0].eps if method == "ccfm" else None,
-                         100 * min(r.feasible for r in picked),
-                         float(np.mean([r.mmd for r in picked])),
-                         float(np.std([r.mmd for r in picked])),
-                         float(np.mean([r.energy for r in picked]))])
-    sweep_rows = []
-    for case in CASES:
-        by_eps: dict[float, list[float]] = {}
-        for s in seeds:
-            for r in [_by_method(results[case, s])["ccfm"], *sweep_runs[case, s]]:
-                by_eps.setdefault(r.eps, []).append(r.mmd)
-        projection = np.mean([_by_method(results[case, s])["projection_each_step"].mmd
-                              for s in seeds])
-        for e in sorted(by_eps):
-            sweep_rows.append([case, e, float(np.mean(by_eps[e])), float(projection),
-                               int(sum(m < p for m, p in zip(
-                                   by_eps[e], [_by_method(results[case, s])[
-                                       "projection_each_step"].mmd for s in seeds],
-                                   strict=True)))])
-    return {
-        "fidelity_table": ctx.save_artifact("fidelity_table", {
-            "columns": ["case", "method", "eps", "min feasible % over seeds", "MMD^2 (mean)",
-                        "MMD^2 (sd)", "energy distance (mean)"], "rows": rows}),
-        "eps_sweep_table": ctx.save_artifact("eps_sweep_table", {
-            "columns": ["case", "eps", "CCFM MMD^2 (mean)", "per-step projection MMD^2",
-                        "seeds where CCFM is lower"], "rows": sweep_rows}),
-    }
+    for case, units in [*by_case.items(), ("heat", heat)]:
+        for name in units[0]["methods"]:
+            values = [u["methods"][name] for u in units]
+            rows.append([case, name, float(np.mean([v["mmd2"] for v in values])),
+                         float(np.std([v["mmd2"] for v in values])),
+                         float(max(v["max_violation"] for v in values)),
+                         values[0]["evaluations_per_sample"]])
+    return {"fidelity_table": ctx.save_artifact("fidelity_table", {
+        "columns": ["case", "method", "MMD^2 (mean over seeds)", "MMD^2 (sd)",
+                    "largest violation", "network evaluations per sample"], "rows": rows})}
 
 
-def reproduce_notes(results, sweep_runs, heat_results, seeds, eps, criteria, count, steps,
-                    heat_params: HeatParams, heat_loss: float) -> str:
-    notes = [f"{len(seeds)} seed(s), {count} samples and {steps} Euler steps per method; MMD^2 "
-             "unbiased with Gaussian kernels at 1/2, 1 and 2 x the ground truth's median "
-             "distance. Ground truth: rejection sampling (half-spaces), exact Gaussian "
-             "conditioning (hyperplanes). Exact mixture velocities; xi modelled as "
-             f"N(0, ((1-t)/t)^2 I) independent of x_t; verdict at eps = {eps:g} "
-             "(kappa = Phi^-1(1 - eps))."]
-    for case in CASES:
-        means = {m: np.mean([_by_method(results[case, s])[m].mmd for s in seeds])
-                 for m in METHODS}
-        best = min(means, key=means.get)
-        sweep: dict[float, list[float]] = {}
-        for s in seeds:
-            for r in [_by_method(results[case, s])["ccfm"], *sweep_runs[case, s]]:
-                sweep.setdefault(r.eps, []).append(r.mmd)
-        notes.append(f"{case}: best {best}; CCFM by eps " + ", ".join(
-            f"{e:g}: {np.mean(v):.4f}" for e, v in sorted(sweep.items()))
-            + f" (per-step projection {means['projection_each_step']:.4f}).")
-    heat_means = {m: np.mean([_by_method(heat_results[s])[m].mmd for s in seeds])
-                  for m in METHODS}
-    notes.append(f"Heat: {heat_params.points}-point fields, mean temperature fixed at "
-                 f"{heat_params.target_mass:g}, MLP {heat_params.layers}x{heat_params.hidden} "
-                 f"trained {heat_params.steps} steps (final loss {heat_loss:.4g}); MMD^2 "
-                 + ", ".join(f"{m} {v:.4g}" for m, v in heat_means.items()) + ".")
-    notes.append("eps = 0.05, the textbook risk level, pushes early states far inside the "
-                 "half-space (kappa = 1.64) and is much worse than per-step projection there; "
-                 "see eps_sweep_table. The paper's eps and its treatment of xi given x_t "
-                 "were not available.")
-    failed = [c.name.split(")")[0] + ")" for c in criteria if not c.passed]
-    if failed:
-        notes.append("Not reproduced: " + ", ".join(failed) + "; see each criterion's note.")
-    return " ".join(notes)
+def ccfm_notes(by_case: dict[str, list[dict]], heat: list[dict],
+               params: ReproduceCcfmParams) -> str:
+    """The sampler's assumptions, sensitivity of both criteria, network evaluations."""
+    lines = [f"Sampler: Euler ODE, {params.steps} uniform steps; CCFM projects after each step "
+             "onto the chance set at the scheduled probability p(t) = (t / 2)^n, n = 1 "
+             "(assumed from a secondary source; the paper's n, sampler and equality handling "
+             "were not found); equalities as the band of the two one-sided chance "
+             "constraints. MMD^2 unbiased, Gaussian kernels at h/2, h, 2h averaged, h from a "
+             "ground-truth sample drawn once per case (seed 999)."]
+    for label in SENSITIVITY:
+        name = f"ccfm ({label})"
+        parts = []
+        for case, units in by_case.items():
+            if name in units[0]["methods"]:
+                gain = paired_differences(units, "projection_each_step", name).mean()
+                parts.append(f"{case} {gain:+.4f}")
+        if name in heat[0]["methods"]:
+            parts.append("heat (vs per-step projection) "
+                         f"{paired_differences(heat, 'projection_each_step', name).mean():+.4f}")
+        lines.append(f"Sensitivity, {label}: mean MMD^2(projection) - MMD^2(CCFM) "
+                     + ", ".join(parts) + ".")
+    evaluations = {name: run["evaluations_per_sample"] for name, run in
+                   by_case[CASES[0]][0]["methods"].items() if name in METHODS}
+    lines.append("Network evaluations per sample: " + ", ".join(
+        f"{name} {count}" for name, count in evaluations.items()) + ".")
+    lines.append("Heat models: mean final training loss "
+                 f"{np.mean([u['final_train_loss'] for u in heat]):.4g}.")
+    return " ".join(lines)
 
 
 SPECS: list[MethodSpec] = [

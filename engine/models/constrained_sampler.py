@@ -26,6 +26,7 @@ Fidelity: ``mmd`` (unbiased MMD^2 with a sum of Gaussian kernels) and ``energy_d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -113,6 +114,16 @@ def chance_kappa(eps: float) -> float:
     return NormalDist().inv_cdf(1.0 - eps)
 
 
+def scheduled_kappa(probability: float) -> float:
+    """kappa = Phi^{-1}(p) for a required probability p in [0, 1]; -inf at p = 0 (no
+    constraint yet), +inf at p = 1."""
+    if probability <= 0.0:
+        return -math.inf
+    if probability >= 1.0:
+        return math.inf
+    return NormalDist().inv_cdf(probability)
+
+
 def saa_quantile(g: Callable[[np.ndarray], np.ndarray], x: np.ndarray, t: float, eps: float,
                  scenarios: np.ndarray) -> np.ndarray:
     """(N,): empirical (1 - eps)-quantile over scenarios of g(x / t - xi_s), xi_s =
@@ -157,12 +168,16 @@ class SampleResult:
 
 def sample(velocity: Velocity, x0: np.ndarray, steps: int, method: str, constraint,
            eps: float = 0.05, keep: int = 0, scenarios: np.ndarray | None = None,
-           tol: float = 1e-6, check_cancelled: Callable[[], None] = lambda: None
-           ) -> SampleResult:
-    """Euler steps t_k = k / steps, each followed by the method's correction at t_{k+1}."""
+           tol: float = 1e-6, check_cancelled: Callable[[], None] = lambda: None,
+           required_probability: Callable[[float], float] | None = None) -> SampleResult:
+    """Euler steps t_k = k / steps, each followed by the method's correction at t_{k+1}.
+
+    CCFM's chance level is 1 - ``eps`` at every step, or ``required_probability(t)`` (a
+    probability scheduler) when given: kappa(t) = Phi^{-1}(p(t))."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-    kappa = chance_kappa(eps)
+    kappa_of = (lambda t: scheduled_kappa(required_probability(t))) if required_probability \
+        else (lambda t, kappa=chance_kappa(eps): kappa)
     x = np.array(x0, dtype=np.float64)
     times = np.linspace(0.0, 1.0, steps + 1)
     path = np.empty((steps + 1, keep, x.shape[1]))
@@ -172,7 +187,7 @@ def sample(velocity: Velocity, x0: np.ndarray, steps: int, method: str, constrai
         check_cancelled()
         t, t_next = times[k], times[k + 1]
         x = x + (t_next - t) * velocity(x, t)
-        x = correct(x, t_next, method, constraint, kappa, velocity, scenarios)
+        x = correct(x, t_next, method, constraint, kappa_of(t_next), velocity, scenarios)
         path[k + 1], feasible[k + 1] = x[:keep], np.mean(constraint.violation(x) <= tol)
     return SampleResult(samples=x, times=times, trajectories=path, feasible_over_time=feasible)
 

@@ -242,7 +242,8 @@ def test_cancel_stops_sampling_and_training(tmp_path):
 @pytest.mark.parametrize("spec,bad", [
     (SAMPLE, {"eps": 0.0}), (SAMPLE, {"eps": 1.0}), (SAMPLE, {"problem": "mixture_3d"}),
     (SAMPLE, {"methods": ["dps"]}), (SAMPLE, {"methods": []}), (SAMPLE, {"stepz": 10}),
-    (HEAT, {"target_mass": -1.0}), (HEAT, {"points": 4}), (REPRODUCE, {"seeds": 0}),
+    (HEAT, {"target_mass": -1.0}), (HEAT, {"points": 4}), (REPRODUCE, {"seeds": 3}),
+    (REPRODUCE, {"mixture_seeds": 0}), (REPRODUCE, {"eps": 0.5}),
 ])
 def test_invalid_params_are_rejected(spec, bad):
     with pytest.raises(ValidationError):
@@ -250,16 +251,83 @@ def test_invalid_params_are_rejected(spec, bad):
 
 
 
-def test_reproduce_smoke_returns_a_claim(tmp_path):
-    outputs, _ = run(REPRODUCE, tmp_path, smoke=True)
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
+    outputs, _ = run(REPRODUCE, tmp_path, profile="smoke")
     claim = outputs["claim"]
-    assert claim["paper"] == "ccfm" and claim["smoke"] is True
-    assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)", "(3)"]
-    assert claim["criteria"][0]["passed"]  # feasibility is a guarantee at any size
-    assert all(math.isfinite(c["measured"]) and c["paper"] for c in claim["criteria"])
-    sweep = json.loads((tmp_path / outputs["eps_sweep_table"]).read_text())
-    assert {row[1] for row in sweep["rows"]} == set(ccfm.EPS_SWEEP)
+    assert claim["paper"] == "ccfm" and claim["spec"] == "v2" and claim["smoke"] is True
+    assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)"]
+    assert len(claim["criteria"][0]["parts"]) == 4 and len(claim["criteria"][1]["parts"]) == 3
+    for item in claim["criteria"]:
+        assert item["quote"] and all(p["method"].startswith("t-interval") for p in item["parts"])
+    feasible = claim["sanity"][0]
+    assert feasible["passed"], feasible  # a guarantee of every constrained method
+    table = json.loads((tmp_path / outputs["fidelity_table"]).read_text())
+    names = {row[1] for row in table["rows"]}
+    assert {"ccfm", "ccfm (n = 2)", "ccfm (constant 0.95)"} <= names
     json.dumps(claim)
+
+
+def test_profiles_hold_the_spec_numbers():
+    cpu = ccfm.ReproduceCcfmParams(profile="cpu")
+    assert (cpu.mixture_seeds, cpu.samples, cpu.steps) == (10, 2000, 100)
+    assert (cpu.heat_seeds, cpu.heat_train_steps, cpu.heat_samples) == (5, 2000, 1000)
+    gpu = ccfm.ReproduceCcfmParams(profile="gpu")
+    assert (gpu.mixture_seeds, gpu.heat_seeds, gpu.heat_train_steps) == (30, 10, 5000)
+    smoke = ccfm.ReproduceCcfmParams(profile="smoke")
+    assert (smoke.samples, smoke.steps) == (200, 10)
+
+
+def test_the_scheduled_chance_set_relaxes_early_and_closes_at_t_one():
+    constraint = cs.LinearConstraint(np.array([1.0, 0.0]), 1.0)
+    schedule = ccfm.required_probability("power", 1.0)
+    assert schedule(0.5) == pytest.approx(0.25) and schedule(1.0) == pytest.approx(0.5)
+    x = np.array([[0.8, 0.0], [2.0, 0.0]])
+    kappa = cs.scheduled_kappa(schedule(0.5))  # Phi^-1(0.25) < 0: a relaxation
+    moved = constraint.ccfm_project(x, 0.5, kappa)
+    assert moved[0, 0] == pytest.approx(0.8)  # inside t b - kappa (1 - t) = 0.84: untouched
+    assert moved[1, 0] == pytest.approx(0.5 - kappa * 0.5)
+    assert cs.scheduled_kappa(0.0) == -math.inf
+    band = cs.LinearConstraint(np.array([1.0, 0.0]), 1.0, equality=True)
+    assert band.ccfm_project(x, 0.5, kappa)[0, 0] == pytest.approx(0.8)  # within the band
+
+
+def test_sampler_uses_the_scheduled_probability_not_eps():
+    problem = ccfm.mixture_problem("mixture_2d_halfspace")
+    x0 = np.random.default_rng(0).standard_normal((300, 2))
+    scheduled = cs.sample(problem.velocity, x0, 20, "ccfm", problem.constraint, eps=0.05,
+                          required_probability=lambda t: t / 2)
+    fixed = cs.sample(problem.velocity, x0, 20, "ccfm", problem.constraint, eps=0.05)
+    assert not np.allclose(scheduled.samples, fixed.samples)
+    assert problem.constraint.violation(scheduled.samples).max() <= 1e-12
+
+
+def _units(differences: list[float], baseline: str = "projection_each_step") -> list[dict]:
+    return [{"seed": s, "methods": {baseline: {"mmd2": 0.05 + d}, "ccfm": {"mmd2": 0.05}}}
+            for s, d in enumerate(differences)]
+
+
+def test_mixture_criterion_fails_when_ccfm_distorts_more_than_projection():
+    better = [0.010, 0.012, 0.009, 0.011, 0.010]
+    worse = [-0.010, -0.012, -0.009, -0.011, -0.010]
+    cases = {case: ccfm.paired_differences(_units(better), "projection_each_step")
+             for case in ccfm.CASES}
+    assert ccfm.criterion_mixtures(cases).verdict == "PASS"
+    cases["mixture_2d_equality"] = ccfm.paired_differences(_units(worse), "projection_each_step")
+    assert ccfm.criterion_mixtures(cases).verdict == "FAIL"
+
+
+def test_heat_criterion_needs_every_baseline_beaten():
+    better = np.array([0.010, 0.012, 0.009, 0.011, 0.010])
+    differences = {b: better for b in ccfm.BASELINES}
+    assert ccfm.criterion_heat(differences).verdict == "PASS"
+    assert ccfm.criterion_heat({**differences, "final_projection": -better}).verdict == "FAIL"
+
+
+def test_averaged_mmd_is_near_zero_for_one_distribution_and_positive_for_two():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((400, 2)), rng.standard_normal((400, 2))
+    assert abs(ccfm.averaged_mmd(x, y, 1.0)) < 0.01
+    assert ccfm.averaged_mmd(x, y + 1.0, 1.0) > 0.05
 
 
 def test_the_three_papers_are_registered_through_entry_points():
