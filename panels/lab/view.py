@@ -167,6 +167,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self.cluster_edit.setToolTip("local, auto (this machine's Ray cluster), HOST:PORT or "
                                      "ray://HOST:PORT; empty: the default cluster in Settings")
         self.cluster_edit.setMaximumWidth(180)
+        self.cluster_edit.setMinimumWidth(110)  # "default (Settings)" was cut to "d…"
+        self.seed_box.setMaximumWidth(110)
         row.addWidget(self.cluster_edit)
         row.addStretch(1)
         self.run_button = QPushButton("Run")
