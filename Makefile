@@ -102,7 +102,7 @@ clean-venv:
 .PHONY: report gpu-wheels
 report: $(STAMP)
 	$(VENV)/bin/studio-engine report --out docs/report --markdown docs/reproductions.md \
-		--max-figures 4
+		--max-figures 1
 
 # Wheels of the engine's dependencies that a CUDA PyTorch machine lacks (never torch, at most
 # 60 MiB) in dist/gpu-wheels/, for `scripts/gpu_profile.sh SLUG` there; PAPERS="slug ..." builds

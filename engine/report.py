@@ -188,7 +188,7 @@ def paper_record(paper: PaperReport, pictures: dict[str, Any]) -> dict:
     entry: dict[str, Any] = {"slug": paper.slug, "title": paper.title,
                              "status": "reported" if paper.reported else NOT_RUN,
                              "exploratory_runs": paper.exploratory,
-                             "findings": str(paper.findings) if paper.findings else None}
+                             "findings": _shown_path(paper.findings)}
     if not paper.reported:
         return entry
     claim, recorded, run = paper.claim, paper.recorded, paper.run
@@ -208,6 +208,17 @@ def paper_record(paper: PaperReport, pictures: dict[str, Any]) -> dict:
         "forest": pictures.get("forest"), "figures": pictures.get("figures", []),
         "figures_left_out": pictures.get("left_out", 0),
     }
+
+
+def _shown_path(path: Path | None) -> str | None:
+    """A findings file relative to the checkout when it is in it (a report committed to the
+    repository names no one's home folder)."""
+    if path is None:
+        return None
+    try:
+        return path.resolve().relative_to(FINDINGS_DIR.parent.parent).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def claim_verdict(claim: dict) -> str:
@@ -300,7 +311,7 @@ def interval_text(item: dict) -> str:
     lo, hi = interval
     text = f"[{'−∞' if lo is None else fmt(lo)}, {'∞' if hi is None else fmt(hi)}]"
     level = item.get("level", 0.95)
-    return text if level == 0.95 else f"{text} at {level:.4g}"
+    return text if level == 0.95 else f"{text} at level {level:.4g}"
 
 
 def rule_text(item: dict) -> str:
@@ -358,9 +369,10 @@ body { font: 15px/1.45 system-ui, sans-serif; max-width: 1180px; margin: 2em aut
 h1 { margin-bottom: 0.2em; } h2 { border-top: 2px solid #d5d8dc; padding-top: 1em; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 13.5px; }
 th, td { border: 1px solid #d5d8dc; padding: 4px 7px; vertical-align: top; text-align: left; }
-th { background: #f4f6f7; } td.num { text-align: right; white-space: nowrap;
+th { background: #f4f6f7; white-space: nowrap; } td.num { text-align: right; white-space: nowrap;
      font-variant-numeric: tabular-nums; }
-.verdict { font-weight: bold; padding: 1px 8px; border-radius: 4px; color: white; }
+.verdict { font-weight: bold; padding: 1px 8px; border-radius: 4px; color: white;
+           white-space: nowrap; }
 .mark { color: #9a5b00; font-weight: bold; } .muted { color: #5d6d7e; }
 blockquote { border-left: 4px solid #aab7b8; margin: 0.5em 0; padding: 0.2em 1em;
              background: #f8f9f9; }
@@ -386,8 +398,9 @@ def render_html(report: dict, findings: dict[str, str]) -> str:
     papers = report["papers"]
     summary = "".join(
         f'<tr><td><a href="#{_e(p["slug"])}">{_e(p["slug"])}</a></td><td>{_e(p["title"])}</td>'
-        + (f'<td>{_badge(p["verdict"])}</td><td>{_e(p["spec"])}</td><td>{_e(p["profile"])}'
-           f'{" (smoke)" if p["smoke"] else ""}</td><td>{_e(p["run_id"])}</td></tr>'
+        + (f'<td>{_badge(p["verdict"])}{" (smoke)" if p["smoke"] else ""}</td>'
+           f'<td>{_e(p["spec"])}</td><td>{_e(p["profile"])}'
+           f'</td><td>{_e(p["run_id"])}</td></tr>'
            if p["status"] != NOT_RUN else '<td colspan="4" class="muted">not run</td></tr>')
         for p in papers)
     sections = "".join(_html_section(p, findings.get(p["slug"])) for p in papers)
@@ -493,14 +506,15 @@ def render_markdown(report: dict, findings: dict[str, str], out: Path, base: Pat
              "each paper's latest finished, non-exploratory reproduction in the workspace; do "
              "not edit by hand: findings written by hand live in `docs/findings/<slug>.md`. "
              f"The HTML and PDF forms are in `{link(INDEX_NAME)}` and `{link(PDF_NAME)}`; "
-             f"`studio-engine verify {link('.')}` reruns every run.", "",
+             f"`studio-engine verify {_cwd_relative(out)}` reruns every run.", "",
              "| paper | verdict | spec | profile | run |", "|---|---|---|---|---|"]
     for p in report["papers"]:
         if p["status"] == NOT_RUN:
             lines.append(f"| [{p['slug']}](#{p['slug']}) | not run | | | |")
         else:
-            lines.append(f"| [{p['slug']}](#{p['slug']}) | **{p['verdict']}** | {p['spec']} | "
-                         f"{p['profile']}{' (smoke)' if p['smoke'] else ''} | `{p['run_id']}` |")
+            smoke = " (smoke)" if p["smoke"] else ""
+            lines.append(f"| [{p['slug']}](#{p['slug']}) | **{p['verdict']}**{smoke} | "
+                         f"{p['spec']} | {p['profile']} | `{p['run_id']}` |")
     for p in report["papers"]:
         lines += ["", f'<a id="{p["slug"]}"></a>', "", f"## {p['slug']} — {p['title']}", ""]
         if p["status"] == NOT_RUN:
@@ -514,6 +528,14 @@ def render_markdown(report: dict, findings: dict[str, str], out: Path, base: Pat
         if p["slug"] in findings:
             lines += ["", "### Findings (written by hand)", "", findings[p["slug"]].strip()]
     return "\n".join(lines) + "\n"
+
+
+def _cwd_relative(path: Path) -> str:
+    """``path`` as typed from here when it is below the current folder, else absolute."""
+    try:
+        return path.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _markdown_section(p: dict, link: Any) -> list[str]:

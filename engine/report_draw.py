@@ -111,9 +111,8 @@ def forest_figure(criteria: list[dict], title: str = "", width_in: float = 10.0)
 def _forest_row(axes: Any, depth: int, item: dict) -> None:
     verdict = row_verdict(item)
     colour = VERDICT_COLOURS.get(verdict, "#7f8c8d")
-    label = textwrap.shorten(item.get("name", ""), 60 - 3 * depth, placeholder="…")
-    axes.text(-0.02 - 0.0 * depth, 0.5, ("   " * depth) + label, transform=axes.transAxes,
-              ha="right", va="center", fontsize=8)
+    axes.text(-0.02, 0.5, _label(axes, depth, item.get("name", "")), transform=axes.transAxes,
+              ha="right", va="center", fontsize=8, linespacing=1.1)
     axes.text(1.02, 0.62, verdict, transform=axes.transAxes, ha="left", va="center",
               fontsize=8, color=colour, fontweight="bold")
     if not item.get("parts"):
@@ -147,7 +146,7 @@ def _forest_row(axes: Any, depth: int, item: dict) -> None:
         if value is not None:
             axes.axvline(value, color=THRESHOLD_COLOUR, linestyle="--", linewidth=1.2)
     if estimate is None and lo is None and hi is None:
-        axes.text(0.5, 0.0, "no finite value", transform=axes.transAxes, ha="center",
+        axes.text(0.5, 0.6, "no finite value", transform=axes.transAxes, ha="center",
                   va="center", fontsize=8, color=colour)
         return
     x_lo = left if lo is None else lo
@@ -159,6 +158,18 @@ def _forest_row(axes: Any, depth: int, item: dict) -> None:
     if estimate is not None:
         axes.plot([estimate], [0], marker="o", markersize=7, color=colour,
                   markeredgecolor="white", zorder=3)
+
+
+def _label(axes: Any, depth: int, name: str) -> str:
+    """The criterion's name in at most two lines that fit left of its axis (indented by its
+    depth), shortened with an ellipsis beyond."""
+    room_pt = axes.get_position().x0 * axes.figure.get_figwidth() * 72 - 12
+    per_line = max(int(room_pt / (8 * 0.58)) - 2 * depth, 12)
+    lines = textwrap.wrap(name, per_line)
+    if len(lines) > 2:
+        lines = [lines[0], textwrap.shorten(" ".join(lines[1:]), per_line, placeholder="…")]
+    lines[0] = "› " * depth + lines[0]  # right-aligned: a part is marked, not indented
+    return "\n".join(lines)
 
 
 def _tick(value: float, _position: Any) -> str:
@@ -290,7 +301,9 @@ def _paper_pages(pages: _Pages, entry: dict, findings: str | None, out: Path) ->
             pages.text("Notes of the run", size=10, bold=True, gap_in=0.12)
             pages.text(entry["notes"], size=8, indent_in=0.15)
         pages.text("Sanity checks (never counted)", size=10, bold=True, gap_in=0.12)
-        for check in entry["sanity"] or [{"name": "none", "passed": True, "detail": ""}]:
+        if not entry["sanity"]:
+            pages.text("none", size=8.5, indent_in=0.15)
+        for check in entry["sanity"]:
             state = "ok" if check.get("passed") else "FAILED"
             detail = f": {check['detail']}" if check.get("detail") else ""
             pages.text(f"{state} {check.get('name', '')}{detail}", size=8.5, indent_in=0.15)
@@ -316,14 +329,15 @@ def _figure_pages(pages: _Pages, images: list[Path], slug: str) -> None:
     from matplotlib.image import imread
 
     for start in range(0, len(images), FIGURES_PER_PAGE):
-        figure = _figure(*PAGE_IN)
-        figure.suptitle(f"{slug}: the run's figures", fontsize=11, x=0.08, ha="left")
-        grid = figure.subplots(3, 2, squeeze=False)
         shown = images[start:start + FIGURES_PER_PAGE]
+        rows = (len(shown) + 1) // 2
+        figure = _figure(PAGE_IN[0], 0.5 + 2.9 * rows)  # a page as tall as its figures
+        figure.suptitle(f"{slug}: the run's figures", fontsize=11, x=0.08, ha="left")
+        grid = figure.subplots(rows, 2, squeeze=False)
         for index, axes in enumerate(grid.ravel()):
             axes.set_axis_off()
             if index < len(shown):
                 axes.imshow(imread(shown[index]))
-        figure.subplots_adjust(left=0.05, right=0.95, top=0.94, bottom=0.03, hspace=0.05,
-                               wspace=0.05)
+        figure.subplots_adjust(left=0.04, right=0.96, top=1 - 0.45 / figure.get_figheight(),
+                               bottom=0.05 / figure.get_figheight(), hspace=0.05, wspace=0.05)
         pages.whole_page(figure)
