@@ -309,13 +309,18 @@ class LineageRecorder(QObject):
     def __init__(self, window: QMainWindow) -> None:
         super().__init__(window)
         self.window = window
+        self._seen: set[str] = set()
         self._unlisten = window.bridge.jobs.listen(self._on_job)
 
     def _on_job(self, record, what: str) -> None:
-        from studio.jobs import ADDED
+        """Once per job this window submitted: when its method is known (the engine's first
+        event may come before the reply that names it)."""
+        from studio.jobs import ADDED, STATE
 
-        if what != ADDED or not record.live or not record.id:
+        if what not in (ADDED, STATE) or not record.live or not record.method or \
+                record.id in self._seen:
             return
+        self._seen.add(record.id)
         try:
             path = self.record(record.id, record.method)
         except Exception:  # the run goes on; its lineage lacks the edits

@@ -151,3 +151,22 @@ def test_the_session_tree_leaves_out_unrelated_runs(story, qtbot):
     assert dock._find_item(f"run:{other}") is None
     dock.whole.setChecked(True)
     qtbot.waitUntil(lambda: dock._find_item(f"run:{other}") is not None, timeout=10_000)
+
+
+def test_the_edits_are_recorded_once_when_the_job_is_known(story):
+    window = story["window"]
+    jobs, workspace = window.bridge.jobs, window.workspace
+    run_id = "20261202-170000-a1b2c3"
+    target = Path(workspace.root) / "lineage" / f"{run_id}.json"
+    # the engine's first event can come before the reply that names the method
+    jobs.apply({"type": "job_state", "job": run_id, "seq": 1, "content": {"state": "queued"}})
+    assert not target.exists()
+    jobs.register(run_id, "sketch.refine", {"steps": 5}, {}, 0)
+    record = json.loads(target.read_text())
+    assert record["panel"] == PANEL_ID and record["method"] == "sketch.refine"
+    [document] = record["documents"]
+    assert document["labels"] == ["Move point 1"]
+    assert document["path"] == str(story["generated"])
+    story["panel"].move_point(0, 5, 5)                     # later edits change nothing
+    jobs.register(run_id, "sketch.refine", {"steps": 5}, {}, 0)
+    assert json.loads(target.read_text())["documents"][0]["labels"] == ["Move point 1"]
