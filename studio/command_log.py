@@ -42,14 +42,12 @@ class CommandLog(QWidget):
     def __init__(self, registry: CommandRegistry, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("commandLog")
-        self.lines = QListWidget()
+        self.lines = _Lines(self.copy_selected)
         self.lines.setObjectName("commandLogLines")
         self.lines.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.lines.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.lines.setUniformItemSizes(True)
         copy = QAction("Copy", self.lines)
-        copy.setShortcut(QKeySequence.StandardKey.Copy)
-        copy.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
         copy.triggered.connect(self.copy_selected)
         self.lines.addAction(copy)
         self.lines.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
@@ -111,3 +109,19 @@ class CommandLog(QWidget):
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self._stop()
         super().closeEvent(event)
+
+
+class _Lines(QListWidget):
+    """The list, whose Ctrl+C copies every selected line (a list view copies only the
+    current one)."""
+
+    def __init__(self, copy) -> None:
+        super().__init__()
+        self._copy = copy
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if event.matches(QKeySequence.StandardKey.Copy):
+            self._copy()
+            event.accept()
+            return
+        super().keyPressEvent(event)

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from studio.commands import CommandRegistry
+from studio.commands import Command, CommandRegistry
 
 COMMAND, METHOD = "command", "method"
 RUN_METHOD = "engine.run_method"
@@ -44,8 +44,21 @@ class PaletteEntry:
     title: str
     help: str
     shortcut: str = ""
-    schema: dict | None = None
+    schema: dict | None = None   # an engine method's parameters
     inputs: dict | None = None   # an engine method's inputs (name -> kind)
+    command: Command | None = None
+
+    def arguments(self) -> dict:
+        """The JSON Schema of what it takes (a command's is built only when it is chosen:
+        pydantic takes a millisecond a model, too slow for every opening)."""
+        if self.command is not None:
+            return self.command.schema()
+        return self.schema or {}
+
+    def takes_arguments(self) -> bool:
+        if self.command is not None:
+            return bool(self.command.arg_names())
+        return True  # a method: its parameters and inputs, or a form that says it has none
 
     @property
     def haystack(self) -> str:
@@ -59,8 +72,7 @@ class PaletteEntry:
 def entries_of(registry: CommandRegistry, methods: Iterable[dict] = ()) -> list[PaletteEntry]:
     """Every command (but ``engine.run_method``, which each method stands for) and every
     engine method, as the engine lists them."""
-    found = [PaletteEntry(COMMAND, c.id, c.title, c.help, c.shortcut,
-                          c.schema() if c.args is not None else None)
+    found = [PaletteEntry(COMMAND, c.id, c.title, c.help, c.shortcut, command=c)
              for c in registry.commands() if c.id != RUN_METHOD]
     for method in methods:
         found.append(PaletteEntry(METHOD, str(method.get("id", "")),
@@ -198,8 +210,9 @@ class CommandPalette(QDialog):
         back = QPushButton("Back")
         back.clicked.connect(self.back)
         self.run_button = QPushButton("Run")
-        self.run_button.setDefault(True)
         self.run_button.clicked.connect(self.run_chosen)
+        for button in (back, self.run_button):  # Enter in the search box is not a click
+            button.setAutoDefault(False)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(back)
@@ -265,8 +278,7 @@ class CommandPalette(QDialog):
     def choose(self, entry: PaletteEntry) -> None:
         """Run it now when it takes nothing; else ask its arguments."""
         self.chosen = entry
-        needs_form = entry.kind == METHOD or bool((entry.schema or {}).get("properties"))
-        if not needs_form:
+        if not entry.takes_arguments():
             self.hide()
             self.registry.trigger(entry.id)
             return
@@ -274,7 +286,7 @@ class CommandPalette(QDialog):
 
         holder = QWidget()
         column = QVBoxLayout(holder)
-        self.form = SchemaForm(entry.schema or {})
+        self.form = SchemaForm(entry.arguments())
         column.addWidget(self.form)
         self.picker = None
         if entry.kind == METHOD and entry.inputs:
