@@ -51,6 +51,7 @@ from engine.atomic import write_atomic, write_json_atomic
 from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.limits import read_json
+from engine.scrub import MASK
 from studio.documents import document_file
 from studio.undo import steps_of
 
@@ -570,8 +571,16 @@ class LineageDock(QWidget):
             if node is None or node.kind != RUN:
                 continue
             detail = node.detail
-            self.window.submit(detail["method"], dict(detail.get("params") or {}),
-                               dict(detail.get("inputs") or {}), int(detail.get("seed") or 0))
+            params = dict(detail.get("params") or {})
+            masked = sorted(name for name, value in params.items() if value == MASK)
+            for name in masked:  # a secret is stored masked: never resent as the mask
+                del params[name]
+            if masked:
+                self.window.status(f"{detail['method']}: secret parameter(s) "
+                                   f"{', '.join(masked)} not resent (Runs > Rerun with "
+                                   "changes to enter them)")
+            self.window.submit(detail["method"], params, dict(detail.get("inputs") or {}),
+                               int(detail.get("seed") or 0))
             rerun.append(detail["run_id"])
         return rerun
 

@@ -170,3 +170,19 @@ def test_the_edits_are_recorded_once_when_the_job_is_known(story):
     story["panel"].move_point(0, 5, 5)                     # later edits change nothing
     jobs.register(run_id, "sketch.refine", {"steps": 5}, {}, 0)
     assert json.loads(target.read_text())["documents"][0]["labels"] == ["Move point 1"]
+
+
+def test_a_rerun_never_resends_a_masked_secret(story, qtbot, monkeypatch):
+    from engine.scrub import MASK
+
+    window, dock = story["window"], story["dock"]
+    run_id = _run(window.workspace, "sketch.refine", {"steps": 2, "api_key": MASK},
+                  {"source": str(story["generated"])}, {"artifacts/out.txt": "1 1\n"}, seed=5)
+    dock.whole.setChecked(True)
+    qtbot.waitUntil(lambda: dock._find_item(f"run:{run_id}") is not None, timeout=10_000)
+    submitted = []
+    monkeypatch.setattr(window, "submit", lambda *args, **kw: submitted.append(args))
+    dock.select(f"run:{run_id}")
+    assert dock.rerun_selected() == [run_id]
+    assert submitted == [("sketch.refine", {"steps": 2}, {"source": str(story["generated"])}, 5)]
+    assert "api_key" in window.statusBar().currentMessage()
