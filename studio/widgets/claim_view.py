@@ -345,7 +345,8 @@ class ClaimView(QWidget):
         if self.rows:
             self.table.setCurrentCell(0, 0)
         self._show(self.undecided, "<br>".join(
-            f"<b>{c['name']}</b> is undecided; it would be decided by: {c['decides_with']}"
+            f"<b>{html.escape(str(c['name']))}</b> is undecided; it would be decided by: "
+            f"{html.escape(str(c['decides_with']))}"
             for _d, c in self.rows
             if criterion_verdict(c) == "INCONCLUSIVE" and c.get("decides_with")))
         self._show(self.sanity, self._sanity_html(claim.get("sanity") or []))
@@ -370,9 +371,9 @@ class ClaimView(QWidget):
         for check in checks:
             ok = bool(check.get("passed"))
             colour = (PASS_COLOUR if ok else FAIL_COLOUR).name()
-            detail = f" — {check['detail']}" if check.get("detail") else ""
+            detail = f" — {html.escape(str(check['detail']))}" if check.get("detail") else ""
             lines.append(f"<span style='color:{colour}'>{'✓' if ok else '✗'}</span> "
-                         f"{check.get('name', '')}{detail}")
+                         f"{html.escape(str(check.get('name', '')))}{detail}")
         return "<b>Sanity checks</b> (never counted toward the verdict):<br>" + "<br>".join(
             lines)
 
