@@ -592,6 +592,12 @@ class _Opening:
         for entry in self.contents.panels:
             self._restore_panel(entry, mapping, captured)
         self._restore_redoable(captured)
+        for run_id in manifest["runs"]:
+            try:
+                window.workspace.run(run_id)
+            except KeyError:
+                self.report.skipped.append(f"run {run_id}: not in this workspace "
+                                           f"({window.workspace.root})")
         current = window.panel_widgets.get(manifest.get("current") or "")
         window.tabs.setCurrentWidget(current if current is not None else window.welcome)
         self.report.done = True

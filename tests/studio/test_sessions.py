@@ -231,10 +231,13 @@ def test_a_panel_that_is_not_installed_is_skipped_and_the_rest_opens(sketch_wind
     contents = read_session(session)
     manifest = contents.manifest
     manifest["panels"].insert(0, {"id": "no_such_panel", "view_state": {}})
+    manifest["runs"] = ["20200101-000000-abcdef"]
     with zipfile.ZipFile(session, "w") as archive:
         archive.writestr("manifest.json", json.dumps(manifest))
     report = open_session(window, session)
     assert any("no_such_panel" in line for line in report.skipped), report.lines()
+    assert any("run 20200101-000000-abcdef: not in this workspace" in line
+               for line in report.skipped)
     assert PANEL_ID in window.panel_widgets
 
 
