@@ -171,6 +171,10 @@ def _make_console_type() -> type:
             self.guard = ScriptGuard(lambda code: code.co_filename.startswith(cells))
             self.studio = Studio(window, self.guard)
             self.banner = BANNER
+            from PySide6.QtWidgets import QApplication
+
+            if QApplication.instance().property("studioTheme") == "dark":
+                self.set_default_style("linux")   # qtconsole's light-on-dark colours
             self.custom_interrupt = True       # no process to signal: the guard stops cells
             self.custom_interrupt_requested.connect(self.guard.interrupt)
             manager = Manager()

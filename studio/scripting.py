@@ -35,6 +35,8 @@ EXIT_USAGE = 2                 # the script file cannot be read or compiled
 EXIT_TIMED_OUT = 124           # --timeout ran out (as coreutils' timeout says it)
 DEFAULT_EXPORT_DPI = 192
 EXPORT_TIMEOUT_S = 120.0       # an engine-rendered PDF
+SETTLE_TIMEOUT_S = 60.0        # a panel's background work after an open or a command
+SETTLE_POLL_S = 0.02
 
 
 class StudioRefused(Exception):
@@ -130,6 +132,22 @@ class ScriptGuard:
         return self._on_line
 
 
+def _workers_of(widget: Any) -> list[Any]:
+    """A panel's background workers: its attributes that have an ``idle()`` method."""
+    fields = getattr(widget, "__dict__", {})
+    return [value for value in fields.values()
+            if not isinstance(value, type) and callable(getattr(value, "idle", None))]
+
+
+def _settle_layout(rounds: int = 3) -> None:
+    """Deliver the posted layout and resize events of widgets just shown (a panel's tab)."""
+    from PySide6.QtCore import QCoreApplication
+
+    for _ in range(rounds):
+        QCoreApplication.sendPostedEvents()
+        _process_events()
+
+
 def _process_events() -> None:
     from PySide6.QtCore import QCoreApplication
 
@@ -164,6 +182,7 @@ class Studio:
         before = set(self.window.panel_widgets.values())
         with self._refusals():
             self._wait(self.window._open_path(str(target.resolve())))
+        self._settle()  # a panel's first layout and background work on the file
         for panel_id, widget in self.window.panel_widgets.items():
             if widget is self.window.tabs.currentWidget():
                 return panel_id
@@ -175,7 +194,9 @@ class Studio:
         """Run a registered command (``studio.commands()`` lists them) and return its result;
         ``CommandRefused`` says why one was refused (it then changed nothing)."""
         with self._refusals():
-            return self.window.command(command_id, **args)
+            result = self.window.command(command_id, **args)
+        self._settle()
+        return result
 
     def commands(self) -> list[dict]:
         """Every registered command: ``{id, title, help, args, shortcut, menu, undoable}``
@@ -310,6 +331,20 @@ class Studio:
             return sessions.open_session(self.window, Path(path).expanduser())
 
     # -- waiting -------------------------------------------------------------------------------
+    def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Return when what a click would leave to the event loop is done: posted layout
+        events, and the work of the panels' background workers (any attribute of a panel
+        with ``idle()``: the route checks, the fMRI slicer) with its results delivered. A
+        figure exported next is then the one the window would show."""
+        ends = time.monotonic() + timeout_s
+        while True:
+            _settle_layout()
+            busy = [worker for widget in self.window.panel_widgets.values()
+                    for worker in _workers_of(widget) if not worker.idle()]
+            if not busy or time.monotonic() > ends:
+                return
+            self.wait(SETTLE_POLL_S)
+
     def wait(self, seconds: float) -> None:
         """Pause the script while the window keeps running."""
         self._wait(asyncio.sleep(seconds), what=f"waiting {seconds:g} s")

@@ -33,7 +33,8 @@ def studio_script(tmp_path: Path, source: str, *files: str, timeout_s: float | N
     home = tmp_path / "home"
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "XDG_CONFIG_HOME": str(home / "config"),
            "STUDIO_LOG_DIR": str(home / "logs"), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "studio.app", "--workspace", str(tmp_path / "workspace"),
+    # a workspace of its own: a window test on tmp_path's would replay the script's edits
+    command = [sys.executable, "-m", "studio.app", "--workspace", str(home / "workspace"),
                "--script", str(script), *files]
     if timeout_s is not None:
         command += ["--timeout", str(timeout_s)]
@@ -49,7 +50,7 @@ def first_wire() -> tuple[dict, float]:
     model = RouteModel()
     model.load_def(DESIGN[1], DESIGN[0])
     index = next(i for i, net in enumerate(model.design.nets)
-                 if len(model.design.net_wiring(i)[0]))
+                 if net.name.startswith("_") and len(model.design.net_wiring(i)[0]))
     raw = model.design.net_wiring(index)[0][0]
     net = model.design.nets[index].name
     return wire_args(RoutingState(model, host=None), net, model.segment_row(raw)), 0.38
@@ -68,43 +69,77 @@ def comparable(record: dict) -> dict:
     return {key: value for key, value in record.items() if key not in ("written",)}
 
 
-@needs_design
-def test_route_workflow_headless_matches_the_window(tmp_path, main_window, qtbot):
-    wire, dx_um = first_wire()
+UNDO = ("edit.undo", {})
+
+
+def headless_matches_window(tmp_path: Path, window, qtbot, data: Path, panel: str,
+                            steps: list[tuple[str, dict]], loaded) -> dict:
+    """Run ``steps`` (commands; ``UNDO`` is Edit > Undo) on ``data`` through ``studio
+    --script`` and through the window (a click's ``trigger``, the Undo action, Ctrl+E's
+    command); both figures must have the same pixels and provenance. Returns the record."""
     headless_png = tmp_path / "headless.png"
+    lines = "\n".join(f"studio.command({command!r}, **{args!r})" for command, args in steps)
     result = studio_script(tmp_path, f"""
-        import json
-        wire = {json.dumps(wire)}
-        studio.command("routing.move_wire", **wire, dx_um={dx_um})
-        edits = studio.panel("routing")["documents"][0]["edits"]
-        assert len(edits) == 1, edits
-        studio.command("edit.undo")
-        assert studio.panel("routing")["documents"][0]["edits"] == []
-        studio.command("routing.move_wire", **wire, dx_um={dx_um})
-        written = studio.export({str(headless_png)!r})
-        state = studio.panel("routing")
-        print(json.dumps({{"written": written, "edits": state["documents"][0]["edits"],
-                          "segments": studio.data("routing")["design.segments"].shape[0]}}))
-        """, str(DESIGN[1]))
+import json
+{lines}
+written = studio.export({str(headless_png)!r})
+state = studio.panel({panel!r})
+print(json.dumps({{"written": written, "documents": state["documents"],
+                  "arrays": sorted(studio.data({panel!r}))}}))
+""", str(data))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["written"] == str(headless_png) and len(report["edits"]) == 1
-    assert report["segments"] > 1000
+    assert report["written"] == str(headless_png) and report["arrays"]
 
-    # the same steps through the window: a click's command, Edit > Undo, Ctrl+E's export
-    window = main_window
-    window.open_paths([str(DESIGN[1])])
-    qtbot.waitUntil(lambda: "routing" in window.panel_widgets and
-                    window.panel_widgets["routing"].model.design is not None, timeout=60_000)
-    window.commands.trigger("routing.move_wire", **wire, dx_um=dx_um)
-    window.undo_action.trigger()
-    window.commands.trigger("routing.move_wire", **wire, dx_um=dx_um)
+    window.open_paths([str(data)])
+    qtbot.waitUntil(lambda: panel in window.panel_widgets and
+                    loaded(window.panel_widgets[panel]), timeout=60_000)
+    settle = Studio(window)._settle   # as a user waits for the status line before clicking
+    settle()
+    for command, args in steps:
+        if (command, args) == UNDO:
+            window.undo_action.trigger()
+        else:
+            window.commands.trigger(command, **args)
+        settle()
+    assert not window.errors, window.errors
     window_png = tmp_path / "window.png"
     assert window.command("app.export_figure", path=str(window_png))
     assert image_pixels(headless_png) == image_pixels(window_png)
     headless, shown = provenance.read(headless_png), provenance.read(window_png)
     assert comparable(headless) == comparable(shown)
-    assert headless["view"]["edited"] is True and headless["view"]["panel"] == "routing"
+    return {**headless, "report": report}
+
+
+@needs_design
+def test_route_workflow_headless_matches_the_window(tmp_path, main_window, qtbot):
+    wire, dx_um = first_wire()
+    moved = ("routing.move_wire", {**wire, "dx_um": dx_um})
+    record = headless_matches_window(
+        tmp_path, main_window, qtbot, DESIGN[1], "routing",
+        [moved, ("routing.select_net", {"net": wire["net"]}), UNDO, moved],
+        lambda panel: panel.model.design is not None)
+    assert record["view"]["edited"] is True and record["view"]["net"] == wire["net"]
+    assert len(record["report"]["documents"][0]["edits"]) == 1   # moved, undone, moved
+    assert "design.segments" in record["report"]["arrays"]
+
+
+def test_fmri_workflow_headless_matches_the_window(tmp_path, main_window, qtbot):
+    """fMRI's undoable edits act on a generated run (a BrainWorld job): the script covers
+    opening, the cursor, the clock, an ROI and the export."""
+    import nibabel as nib
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    bold = tmp_path / "bold.nii.gz"
+    nib.save(nib.Nifti1Image(rng.normal(100, 5, (14, 16, 12, 8)).astype(np.float32),
+                             np.diag([3.0, 3.0, 3.0, 1.0])), bold)
+    record = headless_matches_window(
+        tmp_path, main_window, qtbot, bold, "fmri",
+        [("fmri.set_cursor", {"voxel": [7, 8, 6]}), ("fmri.set_time", {"frame": 5}),
+         ("fmri.add_sphere_roi", {"radius_mm": 6.0})],
+        lambda panel: panel.model.base is not None)
+    assert record["sources"][0]["path"] == str(bold.resolve())
 
 
 def test_a_script_that_loops_is_stopped_by_its_timeout_at_its_line(tmp_path):
