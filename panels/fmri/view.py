@@ -341,6 +341,17 @@ class FmriPanel(QWidget):
         layout.addWidget(self.info)
         layout.addWidget(self._build_generated_bar())
         layout.addLayout(self._build_time_bar())
+        self._route_scene_exports()
+
+    def _route_scene_exports(self) -> None:
+        """Each plot's right-click "Export..." is pyqtgraph's own exporter, which writes no
+        provenance: it opens the panel's export (``fmri.export_figure``) as the button does."""
+        for view in self.findChildren(pg.GraphicsView):
+            for action in view.scene().contextMenu:
+                if action.text().startswith("Export"):
+                    action.triggered.disconnect()
+                    action.triggered.connect(lambda _checked=False: self._choose_export())
+                    mark_argument(action, "fmri.export_figure")
 
     def _build_toolbar(self) -> QHBoxLayout:
         bar = QHBoxLayout()
@@ -357,7 +368,7 @@ class FmriPanel(QWidget):
         mark_argument(self.radius_box, "fmri.add_sphere_roi")  # and the mask's radius
         self.sphere_button = QPushButton("Add sphere ROI")
         connect_button(self.sphere_button, self.commands, "fmri.add_sphere_roi",
-                       lambda: {"radius_mm": self.radius_box.value()})
+                       lambda: self._sphere_args(self.radius_box.value()))
         self.radiological_box = QCheckBox("Radiological (L on the right)")
         connect(self.radiological_box.toggled, self.radiological_box, self.commands,
                 "fmri.set_radiological", lambda on: {"on": on})
@@ -537,9 +548,7 @@ class FmriPanel(QWidget):
         args = {"shape": shape, "radius_mm": radius_mm, "clear": clear, "fill": fill}
         if layer is not None:
             args["layer"] = layer.name
-        if self.model.grid is not None:
-            args["centre_mm"] = [round(float(v), 4) for v in self.model.cursor_world()]
-        return args
+        return {**args, **self._cursor_mm("centre_mm")}
 
     # -- the panel's actions, as the shell, drops and tests call them ------------------------
 
@@ -591,7 +600,16 @@ class FmriPanel(QWidget):
         return bool(name) and self._run("fmri.select_layer", layer=name)
 
     def add_sphere_roi(self, radius_mm: float) -> bool:
-        return self._run("fmri.add_sphere_roi", radius_mm=radius_mm)
+        return self._run("fmri.add_sphere_roi", **self._sphere_args(radius_mm))
+
+    def _sphere_args(self, radius_mm: float) -> dict:
+        """A sphere at the cursor, named by its centre in mm (the same place on a replay)."""
+        return {"radius_mm": radius_mm, **self._cursor_mm("centre_mm")}
+
+    def _cursor_mm(self, key: str) -> dict:
+        if self.model.grid is None:
+            return {}
+        return {key: [round(float(v), 4) for v in self.model.cursor_world()]}
 
     def load_label_image(self, path) -> bool:
         return self._run("fmri.add_label_rois", path=str(path))
@@ -674,6 +692,8 @@ class FmriPanel(QWidget):
 
     def _after_layers_changed(self) -> None:
         self._clear_rois()
+        if self.model.rois:  # kept over a generated layer's change: analysed again
+            self._show_new_rois()
         self._show_preparation()
         self._preparation_timer.start()
         timed = (self.model.functional or self.model.base).tr_s is not None
@@ -1380,9 +1400,12 @@ class FmriPanel(QWidget):
                 run("fmri.add_label_rois", path=str(source["labels"]))
         for path in state.get("generated") or []:
             run("fmri.open_generated", path=str(path))
-        if state.get("layer") and self.state.active is not None \
-                and state["layer"] != self.state.active.name:
-            run("fmri.select_layer", layer=str(state["layer"]))
+        wanted = state.get("layer")
+        if wanted and self.state.active is None:
+            problems.append(f"fmri: the generated layer {wanted!r} is not open (its run could "
+                            "not be opened)")
+        elif wanted and wanted != self.state.active.name:
+            run("fmri.select_layer", layer=str(wanted))
         if state.get("qc_plot") and self.state.active is not None \
                 and state["qc_plot"] != self.state.qc_plot:
             run("fmri.show_qc_plot", name=str(state["qc_plot"]))
