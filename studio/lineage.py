@@ -116,6 +116,18 @@ class Lineage:
             stack.extend(node.parents + node.children)
         return found
 
+    def primary_parent(self, key: str, keys: set[str] | None = None) -> str | None:
+        """The parent a node is drawn under in a tree: the edits behind it, else what was
+        derived (a run's output, an edited copy), else a run, else a plain input file."""
+        def rank(parent: str) -> int:
+            node = self.nodes[parent]
+            if node.kind == EDITS:
+                return 0
+            return 1 if node.kind == FILE and node.parents else 2 if node.kind == RUN else 3
+
+        parents = [p for p in self.nodes[key].parents if keys is None or p in keys]
+        return min(parents, key=rank, default=None)
+
     def ancestors(self, key: str) -> list[Node]:
         """The nodes ``key`` came from, nearest first."""
         order, seen, queue = [], {key}, list(self.nodes[key].parents)
@@ -469,19 +481,28 @@ class LineageDock(QWidget):
                           "'Whole workspace'.")
         self._update_buttons()
 
-    def _item(self, node: Node, keys: set[str] | None, shown: set[str]) -> QTreeWidgetItem:
-        again = node.key in shown
-        shown.add(node.key)
+    def _item(self, node: Node, keys: set[str] | None, shown: set[str],
+              elsewhere: str = "") -> QTreeWidgetItem:
+        """A node's row; its children in full under their primary parent only (elsewhere a
+        row saying where they are drawn)."""
+        again = node.key in shown or bool(elsewhere)
+        if not elsewhere:
+            shown.add(node.key)
         label = {RUN: "▶ ", EDITS: "✎ ", FILE: ""}[node.kind] + node.label
-        item = QTreeWidgetItem([label + ("  (above)" if again else ""), describe(node)])
+        item = QTreeWidgetItem([label + (f"  (under {elsewhere})" if elsewhere else
+                                         "  (above)" if again else ""), describe(node)])
         item.setData(0, Qt.ItemDataRole.UserRole, node.key)
         item.setToolTip(0, node.detail.get("path") or node.key)
         item.setToolTip(1, json.dumps({k: v for k, v in node.detail.items()
                                        if k not in ("edits",)}, indent=1, default=str)[:2000])
         if not again:
             for child in node.children:
-                if keys is None or child in keys:
-                    item.addChild(self._item(self.graph.nodes[child], keys, shown))
+                if keys is not None and child not in keys:
+                    continue
+                primary = self.graph.primary_parent(child, keys)
+                under = "" if primary == node.key or primary is None else \
+                    self.graph.nodes[primary].label
+                item.addChild(self._item(self.graph.nodes[child], keys, shown, under))
         return item
 
     def selected_keys(self) -> list[str]:

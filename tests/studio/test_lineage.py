@@ -186,3 +186,24 @@ def test_a_rerun_never_resends_a_masked_secret(story, qtbot, monkeypatch):
     assert dock.rerun_selected() == [run_id]
     assert submitted == [("sketch.refine", {"steps": 2}, {"source": str(story["generated"])}, 5)]
     assert "api_key" in window.statusBar().currentMessage()
+
+
+def test_a_run_is_drawn_under_the_edits_behind_it(story, qtbot):
+    dock = story["dock"]
+    graph = build_lineage(story["window"].workspace)
+    second = f"run:{story['second']}"
+    assert graph.primary_parent(second) == graph.file_key(story["edited"])
+    copy = graph.file_key(story["edited"])
+    assert graph.nodes[graph.primary_parent(copy)].kind == EDITS
+    dock.refresh()
+    qtbot.waitUntil(lambda: dock.tree.topLevelItemCount() > 0, timeout=10_000)
+    rows, stack = [], [dock.tree.topLevelItem(i) for i in range(dock.tree.topLevelItemCount())]
+    while stack:
+        item = stack.pop()
+        rows.append(item)
+        stack.extend(item.child(i) for i in range(item.childCount()))
+    drawn = [row for row in rows if row.data(0, 256) == second]   # 256: Qt.UserRole
+    [full] = [row for row in drawn if "(under" not in row.text(0)]
+    assert full.childCount() == 1 and full.parent().data(0, 256) == copy
+    assert all(row.childCount() == 0 for row in drawn if row is not full)
+    assert not any("(above)" in row.text(0) for row in rows)   # each node in full once
