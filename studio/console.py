@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QToolBar, QVBoxLayout, QWidget
 
 from studio.commands import Command
@@ -55,14 +55,24 @@ def install_console(window: QMainWindow) -> QDockWidget:
                          lambda target, _args: target.interrupt(), None,
                          menu="View/Interrupt the console"), replace=True)
     registry.bind("console", dock)
-    toggle = dock.toggleViewAction()
-    toggle.setText("Console")
-    toggle.setShortcut(QKeySequence(CONSOLE_SHORTCUT))
-    toggle.setStatusTip("Show or hide the Python console")
-    toggle.setProperty("studioCommand", "console.show")
+    from studio.command_widgets import command_action
+
+    dock.show_action = command_action(window, registry, "console.show", "Console")
+    dock.interrupt_action.setProperty("studioCommand", "console.interrupt")
     view_menu = _menu(window, "View")
     if view_menu is not None:
-        view_menu.addAction(toggle)
+        view_menu.addAction(dock.show_action)
+    return dock
+
+
+def install_scripting(window: QMainWindow) -> QDockWidget:
+    """What the window offers scripting in one call: the console dock (``install_console``)
+    and Record / Stop / Save… / Replay… under the command log (``studio.macros``)."""
+    from studio.macros import install_macro_controls
+
+    dock = install_console(window)
+    if getattr(window, "command_log", None) is not None:
+        install_macro_controls(window)
     return dock
 
 

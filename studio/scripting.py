@@ -324,11 +324,21 @@ class Studio:
         with self._refusals():
             return str(sessions.save_session(self.window, Path(path).expanduser()))
 
-    def open_session(self, path: str | os.PathLike) -> Any:
-        """Open a ``.studio`` session file: its documents, views and runs."""
+    def open_session(self, path: str | os.PathLike) -> dict:
+        """Open a ``.studio`` session file (documents, views, runs) without asking: missing
+        documents are skipped, the session's edits win. Returns the report as plain data
+        (``opened``, ``relocated``, ``changed``, ``skipped``, ``edits``, ``panel_problems``);
+        a file that cannot be read is refused."""
+        import dataclasses
+
         sessions = _sessions_module("open_session")
         with self._refusals():
-            return sessions.open_session(self.window, Path(path).expanduser())
+            report = sessions.open_session(self.window, Path(path).expanduser(),
+                                           interactive=False)
+        if report.refused:
+            raise StudioRefused(f"{path}: {report.refused}")
+        self._settle()
+        return dataclasses.asdict(report)
 
     # -- waiting -------------------------------------------------------------------------------
     def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("qtconsole")
 
-from studio.console import install_console  # noqa: E402
+from studio.console import install_console, install_scripting  # noqa: E402
 
 
 def _text(console) -> str:
@@ -80,3 +80,15 @@ def test_interrupt_command_stops_a_cell_waiting_on_studio(main_window, qtbot):
     QTimer.singleShot(500, lambda: main_window.command("console.interrupt"))
     console.execute_source("studio.wait(60)")
     qtbot.waitUntil(lambda: "KeyboardInterrupt" in _text(console), timeout=10_000)
+
+
+def test_one_call_installs_the_console_and_the_macro_controls(main_window):
+    dock = install_scripting(main_window)
+    assert main_window.console_dock is dock and main_window.macro_recorder is not None
+    view = next(action.menu() for action in main_window.menuBar().actions()
+                if action.text().replace("&", "") == "View")
+    entry = next(action for action in view.actions() if action.text() == "Console")
+    assert entry.property("studioCommand") == "console.show"
+    assert not dock.isVisible() and dock.console is None   # built when first shown
+    entry.trigger()
+    assert dock.isVisible() and dock.console is not None

@@ -244,3 +244,19 @@ def test_run_waits_for_the_job_while_the_window_stays_live(main_window, qtbot):
     assert len(ticks) >= (time.monotonic() - started) / 0.02 * 0.3   # the loop kept turning
     with pytest.raises(StudioRefused):
         studio.run("diag.no_such_method")
+
+
+@needs_design
+def test_sessions_from_a_script(main_window, tmp_path):
+    studio = Studio(main_window)
+    studio.open(DESIGN[1])
+    studio.command("routing.select_net", net="_001_")
+    saved = Path(studio.save_session(tmp_path / "route"))
+    assert saved.suffix == ".studio" and saved.is_file()
+    studio.command("routing.select_net", net="_002_")
+    report = studio.open_session(saved)
+    assert str(DESIGN[1].resolve()) in " ".join(report["opened"]) and not report["refused"]
+    assert studio.panel("routing")["view_state"]["net"] == "_001_"
+    (tmp_path / "bad.studio").write_bytes(b"not a zip")
+    with pytest.raises(StudioRefused, match="bad.studio"):
+        studio.open_session(tmp_path / "bad.studio")
