@@ -232,6 +232,17 @@ class CommandRegistry:
         keeps the refusal beside the fields (the palette)."""
         return self._invoke(command_id, args, USER)
 
+    def run_restoring(self, problems: list[str], command_id: str, /, **args: Any) -> bool:
+        """Run a command while restoring a view (``restore_view_state``): not logged (it is
+        not the user's action); a refusal or failure is appended to ``problems``."""
+        try:
+            with self.nested():
+                self.run(command_id, **args)
+        except CommandError as exc:
+            problems.append(str(exc))
+            return False
+        return True
+
     def trigger(self, command_id: str, /, **args: Any) -> Any:
         """Run a command for a menu, button or key: a refusal or failure is reported through
         ``on_error`` (and logged) and ``None`` returned, never raised into Qt."""

@@ -796,14 +796,8 @@ class MainWindow(QMainWindow):
     def reset_layout(self) -> None:
         self.restoreState(self._default_state)
         self.runs_dock_widget.show()
-        self.history_dock_widget.hide()
-        self.command_log_dock_widget.hide()
-        self.command_log = CommandLog(self.commands)
-        self.command_log_dock_widget = self._dock("Command log", "commandLogDock",
-                                                  self.command_log,
-                                                  Qt.DockWidgetArea.BottomDockWidgetArea)
-        self.tabifyDockWidget(self.runs_dock_widget, self.command_log_dock_widget)
         self.runs_dock_widget.raise_()
+        self.history_dock_widget.hide()
         self.command_log_dock_widget.hide()
         self.resizeDocks([self.runs_dock_widget], [RUNS_DOCK_HEIGHT], Qt.Orientation.Vertical)
 

@@ -35,6 +35,7 @@ COMMAND, METHOD = "command", "method"
 RUN_METHOD = "engine.run_method"
 PALETTE_WIDTH = 640
 MAX_SHOWN = 200            # rows in the list (the best matches)
+GAP_PER_LETTER = 3         # letters a scattered match may skip between the typed ones
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,13 @@ def fuzzy_score(query: str, text: str) -> int | None:
 
     A substring scores highest (earlier and at a word start better); otherwise each query
     letter must follow the previous one in the text, gaps cost, consecutive letters and word
-    starts earn."""
+    starts earn, and more than ``GAP_PER_LETTER`` skipped letters per typed one is no match."""
     if not query:
         return 0
     at = text.find(query)
     if at >= 0:
         return 1000 - at + (100 if at == 0 or not text[at - 1].isalnum() else 0)
-    score, position, previous = 0, 0, -2
+    score, position, previous, skipped = 0, 0, -2, 0
     for letter in query:
         if letter == " ":
             continue
@@ -105,8 +106,12 @@ def fuzzy_score(query: str, text: str) -> int | None:
             score += 15
         if found == 0 or not text[found - 1].isalnum():
             score += 10
+        if previous >= 0:
+            skipped += found - position
         score -= found - position
         previous, position = found, found + 1
+    if skipped > GAP_PER_LETTER * len(query):
+        return None  # letters strewn over the text: not what was meant
     return score
 
 

@@ -103,22 +103,23 @@ def quit_app(window, _args: None) -> bool:
 # -- edit --------------------------------------------------------------------------------------
 
 
-def undo(window, _args: None) -> str:
+def _step(window, back: bool) -> str:
+    """Undo (``back``) or redo one step of the tab in front's history."""
     stack = window.history.stack
-    if not stack.canUndo():
-        raise Refusal(f"nothing to undo in the {window.current_tab_title()} tab")
-    text = stack.undoText()
-    stack.undo()
-    return f"Undid {text}"
+    if not (stack.canUndo() if back else stack.canRedo()):
+        raise Refusal(f"nothing to {'undo' if back else 'redo'} in the "
+                      f"{window.current_tab_title()} tab")
+    text = stack.undoText() if back else stack.redoText()
+    (stack.undo if back else stack.redo)()
+    return f"{'Undid' if back else 'Redid'} {text}"
+
+
+def undo(window, _args: None) -> str:
+    return _step(window, back=True)
 
 
 def redo(window, _args: None) -> str:
-    stack = window.history.stack
-    if not stack.canRedo():
-        raise Refusal(f"nothing to redo in the {window.current_tab_title()} tab")
-    text = stack.redoText()
-    stack.redo()
-    return f"Redid {text}"
+    return _step(window, back=False)
 
 
 # -- view --------------------------------------------------------------------------------------

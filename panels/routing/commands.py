@@ -139,9 +139,13 @@ class WireArgs(CommandArgs):
     to_um: Point = Field(description="the other end (x, y) in µm")
 
 
+def _offset_field(direction: str) -> Any:
+    return Field(0.0, description=f"move {direction} by (µm, on the manufacturing grid)")
+
+
 class MoveWireArgs(WireArgs):
-    dx_um: float = Field(0.0, description="move right by (µm, on the manufacturing grid)")
-    dy_um: float = Field(0.0, description="move up by (µm, on the manufacturing grid)")
+    dx_um: float = _offset_field("right")
+    dy_um: float = _offset_field("up")
 
 
 class ViaArgs(CommandArgs):
@@ -151,8 +155,8 @@ class ViaArgs(CommandArgs):
 
 
 class MoveViaArgs(ViaArgs):
-    dx_um: float = Field(0.0, description="move right by (µm, on the manufacturing grid)")
-    dy_um: float = Field(0.0, description="move up by (µm, on the manufacturing grid)")
+    dx_um: float = _offset_field("right")
+    dy_um: float = _offset_field("up")
 
 
 class RouteArgs(CommandArgs):

@@ -69,7 +69,7 @@ from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.jobs import PanelJobs
 from studio.command_widgets import connect, connect_button, mark_argument
-from studio.commands import CommandError, CommandRegistry, Invocation
+from studio.commands import CommandRegistry, Invocation
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
@@ -1053,13 +1053,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         problems: list[str] = []
 
         def run(command_id: str, **args) -> bool:
-            try:
-                with self.commands.nested():  # restoring a session is not the user's command
-                    self.commands.run(command_id, **args)
-            except CommandError as exc:
-                problems.append(str(exc))
-                return False
-            return True
+            return self.commands.run_restoring(problems, command_id, **args)
 
         if state.get("def"):
             run("routing.open_design", def_path=str(state["def"]),

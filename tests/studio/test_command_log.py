@@ -73,3 +73,12 @@ def test_the_window_logs_menu_commands_not_dialogs(main_window) -> None:
     main_window._palette.hide()
     assert main_window.command_log.text().splitlines() == [
         'studio.command("view.runs")', 'studio.command("view.welcome")']
+
+
+def test_reset_layout_keeps_one_log_that_still_listens(main_window) -> None:
+    main_window.commands.trigger("view.command_log", on=True)
+    main_window.reset_layout()
+    assert len(main_window.findChildren(CommandLog)) == 1
+    assert main_window.command_log_dock_widget.isHidden()
+    main_window.commands.trigger("view.welcome")
+    assert main_window.command_log.text().splitlines()[-1] == 'studio.command("view.welcome")'

@@ -140,3 +140,12 @@ def test_log_line_is_python_that_evaluates_to_the_same_arguments() -> None:
 
     value = {"net": 'a"b\\c\n', "at": [1.5, -2], "on": True, "none": None, "µ": "é"}
     assert eval(python_literal(value)) == value  # noqa: S307 - our own literal
+
+
+def test_run_restoring_collects_refusals_and_logs_nothing(registry) -> None:
+    reg, counter, seen = registry
+    problems: list[str] = []
+    assert reg.run_restoring(problems, "count.bump", name="alpha")
+    assert not reg.run_restoring(problems, "count.bump", name="gamma")
+    assert counter.values["alpha"] == 1 and seen == []
+    assert problems == ["count.bump: no counter named 'gamma'"]

@@ -31,6 +31,7 @@ def entry(title: str, command_id: str, kind: str = COMMAND) -> PaletteEntry:
 def test_letters_in_order_match_and_rank() -> None:
     assert fuzzy_score("mvw", "move a wire  routing.move_wire") is not None
     assert fuzzy_score("wvm", "move a wire  routing.move_wire") is None
+    assert fuzzy_score("wire", "rerun with changes  runs.rerun_with_changes") is None
     # a substring beats a scattered match; an earlier word start beats a later one
     assert fuzzy_score("undo", "undo  edit.undo") > fuzzy_score("undo", "u n d o")
     assert fuzzy_score("wire", "wire it") > fuzzy_score("wire", "move a wire")

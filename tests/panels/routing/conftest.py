@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import QRectF
+from PySide6.QtWidgets import QApplication
 
 from engine.methods import chipstar
 from engine.vlsi import shared_design_paths
@@ -96,3 +98,16 @@ def panel(host, make_widget, qtbot) -> RoutingPanel:
     widget.show()
     qtbot.waitExposed(widget)
     return widget
+
+
+@pytest.fixture
+def small(history_host, make_widget, qtbot, small_def) -> RoutingPanel:
+    """The small design shown whole (0-10 µm), edited through a real undo history."""
+    panel = make_widget(RoutingPanel, history_host)
+    panel.resize(1300, 800)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.open_design(small_def, None)
+    panel.canvas.box.setRange(QRectF(0, 0, 10, 10), padding=0)
+    QApplication.processEvents()
+    return panel

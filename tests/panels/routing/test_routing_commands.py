@@ -135,18 +135,6 @@ def test_every_routing_command_has_refusal_cases() -> None:
     assert set(CASES) == {command.id for command in COMMANDS}
 
 
-@pytest.fixture
-def small(history_host, make_widget, qtbot, small_def) -> RoutingPanel:
-    panel = make_widget(RoutingPanel, history_host)
-    panel.resize(1300, 800)
-    panel.show()
-    qtbot.waitExposed(panel)
-    assert panel.open_design(small_def, None)
-    panel.canvas.box.setRange(QRectF(0, 0, 10, 10), padding=0)
-    QApplication.processEvents()
-    return panel
-
-
 @pytest.mark.parametrize("command_id", sorted(CASES))
 def test_refusals_change_nothing(small, history_host, command_id) -> None:
     registry = small.commands

@@ -24,18 +24,6 @@ B_WIRE = ["metal2", 1000, 1400, 8000, 1400]       # net b's only wire (layer, en
 B_DOWN = ["metal2", 1000, 1000, 8000, 1000]       # it, dragged 0.4 µm down
 
 
-@pytest.fixture
-def small(history_host, make_widget, qtbot, small_def) -> RoutingPanel:
-    panel = make_widget(RoutingPanel, history_host)
-    panel.resize(1300, 800)
-    panel.show()
-    qtbot.waitExposed(panel)
-    assert panel.open_design(small_def, None)
-    panel.canvas.box.setRange(QRectF(0, 0, 10, 10), padding=0)
-    QApplication.processEvents()
-    return panel
-
-
 def assert_pick_is_live(panel: RoutingPanel) -> None:
     problem = pick_problem(panel)
     assert problem is None, problem
