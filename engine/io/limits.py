@@ -143,15 +143,16 @@ def image_size(path: str | os.PathLike) -> tuple[int, int]:
 
 
 def use_image_budget() -> None:
-    """Make Pillow refuse (and warn) at our image size budget instead of its own default,
-    before an image is opened: called wherever images are opened, since the budget can be
-    raised while the process runs (Settings)."""
+    """Make Pillow refuse images at our image size budget instead of at its own default,
+    for every image this process opens after it: called wherever the readers open images,
+    since the budget can be raised while the process runs (Settings)."""
     import warnings
 
     from PIL import Image
 
-    Image.MAX_IMAGE_PIXELS = int(IMAGE_PIXELS.value)
-    # Pillow warns between its limit and twice it; our budget refuses those sizes itself.
+    # Pillow raises past twice MAX_IMAGE_PIXELS (and only warns past it, for sizes within
+    # our budget: that warning says nothing to a user and is silenced).
+    Image.MAX_IMAGE_PIXELS = IMAGE_PIXELS.value / 2
     warnings.simplefilter("ignore", Image.DecompressionBombWarning)
 
 
