@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import cache
 from typing import Any, TypeVar
 
 from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QRunnable, QThreadPool, Signal
@@ -62,6 +63,12 @@ def run_in_background(work: Callable[[], T], done: Callable[[T], None],
     (pool or QThreadPool.globalInstance()).start(_Call(work, signals))
 
 
+@cache
+def _waited_pool() -> QThreadPool:
+    """The pool of work someone waits for: never queued behind the global pool's tasks."""
+    return QThreadPool()
+
+
 def on_main_thread() -> bool:
     """Whether this is the Qt main thread of a running application."""
     app = QCoreApplication.instance()
@@ -81,7 +88,7 @@ def wait_responsively(work: Callable[[], T]) -> T:
         outcome.append((result, error))
         loop.quit()
 
-    run_in_background(work, finish, lambda error: finish(None, error))
+    run_in_background(work, finish, lambda error: finish(None, error), _waited_pool())
     while not outcome:
         loop.exec(QEventLoop.ProcessEventsFlag.ExcludeUserInputEvents)
     result, error = outcome[0]

@@ -272,3 +272,14 @@ def test_hashing_a_big_new_document_does_not_block_the_main_thread(
     assert hashed_on == [False]
     assert len(workspace.load_edits(history._identify(model.document)[0].key)) == 3
     watchdog.timer.stop()
+
+
+def test_work_waited_for_on_a_worker_hands_back_its_result_or_its_error(qapp) -> None:
+    import threading
+
+    from studio.background import wait_responsively
+
+    assert wait_responsively(lambda: threading.current_thread() is threading.main_thread()) \
+        is False
+    with pytest.raises(ZeroDivisionError):
+        wait_responsively(lambda: 1 / 0)
