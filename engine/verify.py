@@ -10,6 +10,7 @@ one (threads, a cluster) must put each estimate inside the recorded interval.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
@@ -25,6 +26,7 @@ from engine.workspace import Workspace
 
 RELATIVE_TOLERANCE = 1e-9
 RERUN_EXIT_CODES = (0, 3, 4)  # PASS, FAIL, INCONCLUSIVE: the rerun gave a claim
+STDERR_LINES_KEPT = 40
 
 
 def verify_report(workspace: Workspace, folder: str | Path, only: Sequence[str] = ()) -> dict:
@@ -57,7 +59,8 @@ def verify_report(workspace: Workspace, folder: str | Path, only: Sequence[str] 
 
 def rerun_reproduction(workspace: Workspace, entry: dict) -> dict:
     """``studio-engine reproduce`` at the entry's profile, settings, seed and threads; the
-    rerun's claim and run id, or an error line."""
+    rerun's claim and run id, or an error line. Its messages pass through to stderr as they
+    come (a full reproduction runs for minutes)."""
     with tempfile.TemporaryDirectory(prefix="studio-verify-") as scratch:
         settings = Path(scratch) / "settings.json"
         settings.write_text(json.dumps(entry.get("settings") or {}), encoding="utf-8")
@@ -66,16 +69,32 @@ def rerun_reproduction(workspace: Workspace, entry: dict) -> dict:
                    "--seed", str(entry["seed"]), "--json", "--workspace", str(workspace.root)]
         if entry.get("threads"):
             command += ["--threads", str(entry["threads"])]
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy(),
-                              check=False)
-    if done.returncode not in RERUN_EXIT_CODES:
+        claim_file = Path(scratch) / "claim.json"
+        last_lines: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+        with claim_file.open("w", encoding="utf-8") as stdout:
+            process = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE,
+                                       text=True, env=os.environ.copy())
+            for line in process.stderr:
+                sys.stderr.write(line)
+                last_lines.append(line.rstrip())
+            code = process.wait()
+        printed = claim_file.read_text(encoding="utf-8")
+    if code not in RERUN_EXIT_CODES:
         return {"claim": None, "run_id": None,
-                "error": f"the rerun exited {done.returncode} (see its messages above)"}
+                "error": f"the rerun exited {code}: {_what_it_said(list(last_lines))}"}
     try:
-        claim = json.loads(done.stdout)
+        claim = json.loads(printed)
     except ValueError:
         return {"claim": None, "run_id": None, "error": "the rerun printed no claim"}
     return {"claim": claim, "run_id": claim.get("run_id"), "error": ""}
+
+
+def _what_it_said(lines: list[str]) -> str:
+    """The CLI's own message (``studio-engine: ...`` and its indented lines), else the last
+    line: why a rerun could not run, e.g. settings the method no longer accepts."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("studio-engine:")]
+    chosen = lines[starts[-1]:] if starts else lines[-1:]
+    return " ".join(line.strip() for line in chosen) or "no message"
 
 
 def compare(entry: dict, claim: dict) -> list[str]:

@@ -107,3 +107,15 @@ def test_unreadable_report_is_a_usage_error_naming_the_file(report, tmp_path):
     assert done.returncode == 2 and f"{tmp_path / 'report.json'}: not JSON" in done.stderr
     done = cli("verify", str(report.folder), "--only", "pita", workspace=report.workspace)
     assert done.returncode == 2 and "no reported run of pita" in done.stderr
+
+
+def test_settings_the_method_no_longer_accepts_are_named(report, tmp_path):
+    """A run recorded before its method's parameters changed cannot be rerun as recorded."""
+    def add_setting(papers: dict) -> None:
+        papers["diag"]["settings"]["retired_setting"] = 3
+
+    folder = edited(report, tmp_path, add_setting)
+    done = cli("verify", str(folder), "--only", "diag", workspace=report.workspace)
+    assert done.returncode == 1
+    assert "the rerun exited 2: studio-engine: invalid parameters for diag.reproduce: " \
+           "retired_setting: unknown parameter" in done.stdout
