@@ -30,15 +30,28 @@ def _settle(seconds: float = SETTLE_S) -> None:
         time.sleep(0.02)
 
 
+def _stable_picture(widget, timeout_s: float = 8.0):
+    """The widget's picture once it stops changing (pictures drawn in worker threads, such
+    as molecule depictions, arrive a moment after the view is restored)."""
+    last = _picture(widget)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        _settle(0.3)
+        now = _picture(widget)
+        if _difference(now, last) == 0.0:
+            return now
+        last = now
+    return last
+
+
 def _screen(window) -> tuple[dict, dict]:
     states, pictures = {}, {}
     for panel_id, widget in panel_tabs(window):
         if not callable(getattr(widget, "view_state", None)):
             continue
         window.tabs.setCurrentWidget(widget)
-        _settle(0.2)
+        pictures[panel_id] = _stable_picture(widget)
         states[panel_id] = widget.view_state()
-        pictures[panel_id] = _picture(widget)
     return states, pictures
 
 
