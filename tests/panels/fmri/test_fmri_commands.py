@@ -385,3 +385,38 @@ def test_view_state_round_trips_as_data_and_picture(shown, history_host, make_wi
     gone = make_widget(FmriPanel, history_host).restore_view_state(
         {**saved, "opened": str(files["folder"] / "moved.nii")})
     assert len(gone) == 1 and "moved.nii: no such file or folder" in gone[0]
+
+
+def _mouse(widget, kind, pos: QPointF, buttons) -> None:
+    """A mouse event with the buttons held (QTest's moves carry none, so no drag)."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QMouseEvent
+
+    global_pos = QPointF(widget.mapToGlobal(pos.toPoint()))
+    event = QMouseEvent(kind, pos, global_pos, Qt.MouseButton.LeftButton, buttons,
+                        Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, event)
+    if kind != QEvent.Type.MouseButtonRelease:
+        QApplication.processEvents()
+
+
+def test_a_drag_moves_the_crosshair_and_logs_one_command_at_its_end(shown, qtbot) -> None:
+    from PySide6.QtCore import QEvent
+
+    seen: list[Invocation] = []
+    shown.commands.listen(seen.append)
+    grid, box, viewport = shown.model.grid, shown.planes[2].box, shown.ortho.viewport()
+
+    def at(h: float, v: float) -> QPointF:
+        return QPointF(shown.ortho.mapFromScene(box.mapViewToScene(
+            QPointF((h + 0.5) * grid.voxel_mm[0], (v + 0.5) * grid.voxel_mm[1]))))
+
+    held = Qt.MouseButton.LeftButton
+    _mouse(viewport, QEvent.Type.MouseButtonPress, at(1, 1), held)
+    for step in range(1, 6):
+        _mouse(viewport, QEvent.Type.MouseMove, at(1 + step, 1 + step), held)
+    assert shown.model.cursor[:2] == (6, 6) and seen == []   # followed, not logged yet
+    _mouse(viewport, QEvent.Type.MouseButtonRelease, at(6, 6), Qt.MouseButton.NoButton)
+    qtbot.waitUntil(lambda: len(seen) == 1, timeout=5000)
+    voxel = [int(v) for v in grid.to_file(np.asarray(shown.model.cursor))]
+    assert seen[0].python() == f'studio.command("fmri.set_cursor", voxel={voxel})'
