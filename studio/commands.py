@@ -18,12 +18,16 @@ a refusal or a bug is reported (``on_error``) instead of raised, since nothing a
 could catch it. Each top-level invocation is announced to listeners as an ``Invocation``, whose
 ``python()`` is the line a script would write (the command log).
 
-Qt-free: panels' command modules and their tests import it without a display.
+Qt-free: panels' command modules and their tests import it without a display. Nor does it
+import pydantic until a command's arguments are first checked (``CommandArgs`` is built on first
+use, and ``Command.args`` may name its model as ``"module:Class"``), so the window's menus are
+built without paying for pydantic at start-up.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import logging
 import re
@@ -31,12 +35,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
 
 log = logging.getLogger("studio.commands")
 
+_MODELS: dict[str, Any] = {}   # "module:Class" -> the class, once imported
 COMMAND_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 USER, SCRIPT = "user", "script"   # who triggered an invocation
 
@@ -52,10 +58,20 @@ class _Prompted:
 PROMPTED = _Prompted()
 
 
-class CommandArgs(BaseModel):
-    """Base of every command's arguments: a misspelt or extra argument is an error."""
+def __getattr__(name: str) -> Any:
+    """``CommandArgs``, built (and pydantic imported) when a module first asks for it."""
+    if name != "CommandArgs":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pydantic import BaseModel, ConfigDict
 
-    model_config = ConfigDict(extra="forbid")
+    class CommandArgs(BaseModel):
+        """Base of every command's arguments: a misspelt or extra argument is an error."""
+
+        model_config = ConfigDict(extra="forbid")
+
+    CommandArgs.__module__ = __name__
+    globals()["CommandArgs"] = CommandArgs
+    return CommandArgs
 
 
 class CommandError(Exception):
@@ -88,7 +104,8 @@ class Command:
     title: str
     help: str
     fn: Callable[[Any, Any], Any]            # fn(target, args) -> result
-    args: type[BaseModel] | None = None      # None: the command takes no arguments
+    # the arguments' model, or "module:Class" imported when first needed; None: no arguments
+    args: type[BaseModel] | str | None = None
     shortcut: str = ""                       # "Ctrl+E", Qt's portable text
     menu: str = ""                           # "File/Export figure…", where it is listed
     undoable: bool = False                   # its change goes through the edit history
@@ -101,14 +118,27 @@ class Command:
         if not self.scope:
             object.__setattr__(self, "scope", self.id.partition(".")[0])
 
+    def model(self) -> type[BaseModel] | None:
+        """The arguments' pydantic model (imported on first use when given by name)."""
+        if not isinstance(self.args, str):
+            return self.args
+        resolved = _MODELS.get(self.args)
+        if resolved is None:
+            module, _, name = self.args.partition(":")
+            resolved = getattr(importlib.import_module(module), name)
+            _MODELS[self.args] = resolved
+        return resolved
+
     def schema(self) -> dict:
         """The arguments' JSON Schema (what the palette's form is built from)."""
-        if self.args is None:
+        model = self.model()
+        if model is None:
             return {"type": "object", "properties": {}}
-        return self.args.model_json_schema()
+        return model.model_json_schema()
 
     def arg_names(self) -> list[str]:
-        return list(self.args.model_fields) if self.args is not None else []
+        model = self.model()
+        return list(model.model_fields) if model is not None else []
 
 
 @dataclass
@@ -154,7 +184,8 @@ class CommandRegistry:
         self._commands[command.id] = command
         return command
 
-    def command(self, id: str, title: str, help: str, args: type[BaseModel] | None = None,
+    def command(self, id: str, title: str, help: str,
+                args: type[BaseModel] | str | None = None,
                 **options: Any) -> Callable[[Callable], Callable]:
         """Decorator form of ``add``: ``@registry.command("app.quit", "Quit", "...")``."""
 
@@ -213,13 +244,16 @@ class CommandRegistry:
             close = difflib.get_close_matches(command_id, self._commands, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
             raise CommandRefused(command_id, f"no such command{hint}")
-        if command.args is None:
+        model = command.model()
+        if model is None:
             if args:
                 raise CommandRefused(command_id, "takes no arguments, got "
                                      + ", ".join(sorted(args)))
             return command, None
+        from pydantic import ValidationError
+
         try:
-            return command, command.args.model_validate(args)
+            return command, model.model_validate(args)
         except ValidationError as exc:
             raise CommandRefused(command_id, _describe(exc)) from None
 

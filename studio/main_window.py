@@ -298,7 +298,8 @@ class MainWindow(QMainWindow):
         from studio.qt_types import resolve_then
 
         def prewarm() -> None:
-            _import_all(["studio.widgets.plot_view", *self.panels.factory_modules()])
+            _import_all(["studio.widgets.plot_view", "studio.shell_command_args",
+                         *self.panels.factory_modules()])
 
         resolve_then(lambda: self.run_in_thread(
             prewarm, on_done=lambda _: self.runs_dock.prepare_plot(),

@@ -8,52 +8,24 @@ and scripts. A command that only asks the user for its arguments (File > Open's 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
+from studio.commands import PROMPTED, Command, CommandRegistry, Refusal
 
-from studio.commands import PROMPTED, Command, CommandArgs, CommandRegistry, Refusal
+if TYPE_CHECKING:
+    from studio.shell_command_args import (
+        CancelArgs,
+        ExportArgs,
+        MethodArgs,
+        OpenArgs,
+        PanelArgs,
+        RunsArgs,
+        ShowArgs,
+        ThemeArgs,
+    )
 
 SCOPES = ("app", "edit", "view", "runs", "engine", "help")
-
-
-class OpenArgs(CommandArgs):
-    paths: list[str] = Field(default_factory=list,
-                             description="files or folders to open (none: choose them)")
-
-
-class ExportArgs(CommandArgs):
-    path: str = Field("", description="the figure's file, .png, .svg or .pdf (empty: choose)")
-    dpi: int | None = Field(None, ge=36, le=1200, description="resolution of a PNG")
-    caption: bool = Field(False, description="the panel's information line under it")
-
-
-class PanelArgs(CommandArgs):
-    panel: str = Field(description="the panel's id (lab, routing, molecules, fmri, …)")
-
-
-class ShowArgs(CommandArgs):
-    on: bool | None = Field(None, description="shown; none: the other way round")
-
-
-class ThemeArgs(CommandArgs):
-    theme: Literal["dark", "light"] = Field(description="the colour theme")
-
-
-class RunsArgs(CommandArgs):
-    run_ids: list[str] = Field(default_factory=list,
-                               description="run ids (none: the runs selected in the dock)")
-
-
-class CancelArgs(RunsArgs):
-    hard: bool = Field(False, description="kill the worker at once")
-
-
-class MethodArgs(CommandArgs):
-    method: str = Field(description="the engine method's id (diag.echo, chipstar.route, …)")
-    params: dict[str, Any] = Field(default_factory=dict, description="its parameters")
-    inputs: dict[str, str] = Field(default_factory=dict, description="its inputs, by name")
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="the run's seed")
+ARGS = "studio.shell_command_args:"   # the argument models, imported on first use
 
 
 # -- files and export --------------------------------------------------------------------------
@@ -131,15 +103,19 @@ def show_welcome(window, _args: None) -> bool:
 
 
 def show_lab(window, _args: None) -> bool:
-    return open_panel(window, PanelArgs(panel="lab"))
+    return _open_panel(window, "lab")
 
 
 def open_panel(window, args: PanelArgs) -> bool:
-    if window.panels.get(args.panel) is None:
+    return _open_panel(window, args.panel)
+
+
+def _open_panel(window, panel_id: str) -> bool:
+    if window.panels.get(panel_id) is None:
         known = ", ".join(sorted(window.panels.entries()))
-        raise Refusal(f"no panel {args.panel!r} is installed (panels: {known})")
-    if window.open_panel(args.panel) is None:
-        raise Refusal(f"the {args.panel} panel could not be opened (said in the message)")
+        raise Refusal(f"no panel {panel_id!r} is installed (panels: {known})")
+    if window.open_panel(panel_id) is None:
+        raise Refusal(f"the {panel_id} panel could not be opened (said in the message)")
     return True
 
 
@@ -267,12 +243,12 @@ def about(window, _args: None) -> bool:
 
 COMMANDS = [
     Command("app.open", "Open files", "Open data files in the panels that read them.",
-            open_files, OpenArgs, shortcut="Ctrl+O", menu="File/Open…"),
+            open_files, ARGS + "OpenArgs", shortcut="Ctrl+O", menu="File/Open…"),
     Command("app.clear_recent", "Clear the recent files", "Forget the recently opened "
             "files.", clear_recent, menu="File/Open recent/Clear the list"),
     Command("app.export_figure", "Export the figure", "The figure of the tab in front (or "
             "the selected run's plot) as PNG, SVG or PDF with its provenance.",
-            export_figure, ExportArgs, shortcut="Ctrl+E", menu="File/Export plot…"),
+            export_figure, ARGS + "ExportArgs", shortcut="Ctrl+E", menu="File/Export plot…"),
     Command("app.export_checkpoint", "Export a checkpoint", "Copy a checkpoint of the "
             "selected run to a folder.", export_checkpoint, menu="File/Export checkpoint…"),
     Command("app.settings", "Open the settings", "Workspace, device, cluster, theme and "
@@ -288,36 +264,36 @@ COMMANDS = [
     Command("view.lab", "Show the lab", "Run and compare the papers' methods.", show_lab,
             shortcut="Ctrl+2", menu="View/Lab"),
     Command("view.panel", "Show a panel", "Open a panel by id (its tab comes to the front).",
-            open_panel, PanelArgs, menu="View"),
+            open_panel, ARGS + "PanelArgs", menu="View"),
     Command("view.runs", "Show or hide the runs", "The runs dock: every run, its curves, "
-            "logs and outputs.", show_runs, ShowArgs, shortcut="Ctrl+Shift+R",
+            "logs and outputs.", show_runs, ARGS + "ShowArgs", shortcut="Ctrl+Shift+R",
             menu="View/Runs"),
     Command("view.edit_history", "Show or hide the edit history", "The tab's undo steps.",
-            show_history, ShowArgs, menu="View/Edit history"),
+            show_history, ARGS + "ShowArgs", menu="View/Edit history"),
     Command("view.command_log", "Show or hide the command log", "Every command run, as the "
-            "Python line a script would write.", show_command_log, ShowArgs,
+            "Python line a script would write.", show_command_log, ARGS + "ShowArgs",
             shortcut="Ctrl+Shift+L", menu="View/Command log"),
     Command("view.palette", "Command palette", "Find any command or engine method by name "
             "and run it.", palette, shortcut="Ctrl+Shift+P", menu="View/Command palette…"),
-    Command("view.theme", "Choose the theme", "Dark or light.", theme, ThemeArgs,
+    Command("view.theme", "Choose the theme", "Dark or light.", theme, ARGS + "ThemeArgs",
             menu="View/Theme"),
     Command("view.reset_layout", "Reset the layout", "Docks back where they started.",
             reset_layout, menu="View/Reset layout"),
     Command("view.close_tab", "Close the tab", "Close the panel in front (its autosaved "
             "edits stay).", close_tab, shortcut="Ctrl+W", menu="View/Close tab"),
     Command("runs.rerun", "Rerun runs", "Run the selected runs again with the same "
-            "parameters.", rerun, RunsArgs, shortcut="F5", menu="Runs/Rerun selected"),
+            "parameters.", rerun, ARGS + "RunsArgs", shortcut="F5", menu="Runs/Rerun selected"),
     Command("runs.rerun_with_changes", "Rerun with changes", "Change a run's parameters and "
-            "run it again.", rerun_with_changes, RunsArgs, shortcut="Shift+F5",
+            "run it again.", rerun_with_changes, ARGS + "RunsArgs", shortcut="Shift+F5",
             menu="Runs/Rerun with changes…"),
     Command("runs.cancel", "Cancel runs", "Cancel queued or running runs.", cancel,
-            CancelArgs, shortcut="Ctrl+.", menu="Runs/Cancel selected"),
+            ARGS + "CancelArgs", shortcut="Ctrl+.", menu="Runs/Cancel selected"),
     Command("engine.restart", "Restart the engine", "Stop the engine process and start a "
             "new one.", restart_engine, shortcut="Ctrl+Shift+F5", menu="Engine/Restart engine"),
     Command("engine.show_log", "Show the engine log", "Open engine.log.", show_engine_log,
             menu="Engine/Show engine log"),
     Command("engine.run_method", "Run an engine method", "Submit a method of the engine "
-            "with parameters and inputs.", run_method, MethodArgs),
+            "with parameters and inputs.", run_method, ARGS + "MethodArgs"),
     Command("help.shortcuts", "Keyboard shortcuts", "Every command's shortcut.", shortcuts,
             shortcut="F1", menu="Help/Keyboard shortcuts"),
     Command("help.log_folder", "Open the log folder", "Where studio.log and engine.log are.",

@@ -149,3 +149,13 @@ def test_run_restoring_collects_refusals_and_logs_nothing(registry) -> None:
     assert not reg.run_restoring(problems, "count.bump", name="gamma")
     assert counter.values["alpha"] == 1 and seen == []
     assert problems == ["count.bump: no counter named 'gamma'"]
+
+
+def test_arguments_named_by_module_are_imported_when_first_needed() -> None:
+    reg = CommandRegistry()
+    reg.add(Command("count.bump", "Bump", "", bump, "tests.studio.test_commands:BumpArgs"))
+    reg.bind("count", Counter())
+    assert reg.get("count.bump").arg_names() == ["name", "by"]
+    assert reg.run("count.bump", name="beta", by=2) == 2
+    with pytest.raises(CommandRefused, match="by: Input should be less than or equal to 100"):
+        reg.run("count.bump", name="beta", by=101)

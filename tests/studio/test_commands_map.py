@@ -141,3 +141,30 @@ def test_studio_app_command_reaches_the_running_window(main_window, monkeypatch)
     main_window.open_panel("routing")
     assert studio.app.command("view.welcome") is True
     assert main_window.tabs.currentIndex() == 0
+
+
+def test_the_window_and_its_menus_are_built_without_pydantic(tmp_path) -> None:
+    """Start-up does not pay for pydantic (about 0.1-0.2 s here): the shell's argument models
+    are named as "module:Class" and imported when a command first runs (or by the prewarm)."""
+    import json
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, json
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from studio.main_window import MainWindow
+window = MainWindow(settings=QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat),
+                    workspace={str(tmp_path / 'ws')!r}, log_dir={str(tmp_path / 'logs')!r})
+before = "pydantic" in sys.modules
+window.command("view.theme", theme="light")
+print(json.dumps([before, "pydantic" in sys.modules, len(window.commands)]))
+window.shutdown()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin"},
+                         timeout=120, check=True)
+    before, after, count = json.loads(out.stdout.strip().splitlines()[-1])
+    assert (before, after) == (False, True) and count >= 25
