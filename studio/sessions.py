@@ -371,7 +371,8 @@ def open_session(window: QMainWindow, path: str | os.PathLike, *,
 
     Interactive (the default when the window is shown), a missing document is asked for and
     newer journal edits are a question; the report is then filled in as they are answered
-    (``report.done``; ``on_done(report)`` is called at the end either way). Not interactive
+    (``report.done``; ``on_done(report)`` is called at the end either way, by default
+    ``show_report`` when interactive: the status line, or what was left out). Not interactive
     (scripts), missing documents are skipped and the session's edits win, the journal's newer
     ones kept aside; everything is done when this returns. ``background``: the file is read
     and its documents found and hashed in the window's I/O thread (the menu does this), and
@@ -384,6 +385,7 @@ def open_session(window: QMainWindow, path: str | os.PathLike, *,
         locate = locate or (lambda missing, answer: ask_locate(window, missing, answer))
         choose_edits = choose_edits or (
             lambda conflict, answer: ask_edits(window, conflict, answer))
+        on_done = on_done or (lambda done: show_report(window, done))
     workspace = window.workspace
 
     def prepare() -> tuple[SessionContents, list[Located]]:

@@ -183,6 +183,8 @@ def test_the_missing_document_dialog_is_non_modal_and_can_skip(sketch_window, tm
     sessions._buttons(box)["Skip"].click()
     qtbot.waitUntil(lambda: report.done)
     assert any("not found" in line for line in report.skipped)
+    shown = window.findChild(QMessageBox, "sessionReport")   # what was left out, shown
+    assert shown is not None and "not found" in shown.detailedText()
 
 
 def test_newer_journal_edits_are_a_choice_and_the_other_edits_are_kept_aside(sketch_window,
