@@ -11,6 +11,7 @@ benchmark times it, and the list, without a window).
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -291,7 +292,8 @@ class CommandPalette(QDialog):
 
         holder = QWidget()
         column = QVBoxLayout(holder)
-        self.form = SchemaForm(entry.arguments())
+        schema = entry.arguments()
+        self.form = SchemaForm(schema)
         column.addWidget(self.form)
         self.picker = None
         if entry.kind == METHOD and entry.inputs:
@@ -301,8 +303,14 @@ class CommandPalette(QDialog):
         column.addStretch(1)
         self.form_holder.setWidget(holder)
         keys = _keys(entry.shortcut)
-        self.form_title.setText(f"<b>{entry.title}</b> <code>{entry.id}</code>"
-                                f"{'  ' + keys if keys else ''}<br>{entry.help}")
+        fields = "".join(
+            f"<br>&nbsp;&nbsp;<code>{html.escape(name)}</code>: "
+            f"{html.escape(str(prop.get('description', '')))}"
+            for name, prop in (schema.get("properties") or {}).items()
+            if prop.get("description"))
+        self.form_title.setText(f"<b>{html.escape(entry.title)}</b> <code>{entry.id}</code>"
+                                f"{'  ' + keys if keys else ''}<br>{html.escape(entry.help)}"
+                                f"<span style='color: #8b949e'>{fields}</span>")
         self.form_error.setText("")
         self.pages.setCurrentIndex(1)
 

@@ -135,8 +135,8 @@ class StackArgs(CommandArgs):
 class WireArgs(CommandArgs):
     net: str = Field(description="the net's name")
     layer: str = Field(description="the wire's layer")
-    from_um: Point = Field(description="one end (x, y) in µm")
-    to_um: Point = Field(description="the other end (x, y) in µm")
+    from_um: Point = Field(description="one end, [x, y] in µm")
+    to_um: Point = Field(description="the other end, [x, y] in µm")
 
 
 def _offset_field(direction: str) -> Any:
@@ -151,7 +151,7 @@ class MoveWireArgs(WireArgs):
 class ViaArgs(CommandArgs):
     net: str = Field(description="the net's name")
     via: str = Field(description="the via's name")
-    at_um: Point = Field(description="its place (x, y) in µm")
+    at_um: Point = Field(description="its place, [x, y] in µm")
 
 
 class MoveViaArgs(ViaArgs):

@@ -116,3 +116,23 @@ def test_a_command_without_arguments_runs_at_once(main_window, palette) -> None:
     palette.set_query("welcome")
     palette.choose_current()
     assert not palette.isVisible() and main_window.tabs.currentIndex() == 0
+
+
+def test_a_panel_command_with_points_runs_from_the_form(main_window, palette, tmp_path) -> None:
+    from tests.panels.routing.conftest import SMALL_DEF
+
+    design = tmp_path / "small.def"
+    design.write_text(SMALL_DEF)
+    main_window.command("routing.open", path=str(design))
+    palette.popup()
+    palette.set_query("add a wire")
+    assert palette.model.shown[0].id == "routing.add_wire"
+    palette.choose_current()
+    assert "[x, y] in µm" in palette.form_title.text()
+    palette.form.set_values({"net": "b", "layer": "metal3", "from_um": [2, 1.4],
+                             "to_um": [2, 5]})
+    assert palette.run_chosen()
+    assert main_window.command_log.text().splitlines()[-1] == (
+        'studio.command("routing.add_wire", net="b", layer="metal3", from_um=[2.0, 1.4], '
+        'to_um=[2.0, 5.0])')
+    assert main_window.undo_action.text() == "&Undo Add a metal3 wire to b"
