@@ -562,6 +562,8 @@ class LineageDock(QWidget):
         if entries[0] is not None and entries[1] is not None and entries[0].id == entries[1].id:
             widget = self.window.open_panel(entries[0].id)
             compare = getattr(widget, "compare", None)
+            if not callable(compare) and widget is not None:
+                compare = _compare_command(self.window, entries[0].id, widget)
             if callable(compare):
                 try:
                     compare(first, second)
@@ -626,6 +628,24 @@ class LineageDock(QWidget):
             return None
         self.window.status(f"Exported {written} with its provenance")
         return written
+
+
+def _compare_command(window: QMainWindow, panel_id: str, widget: QWidget):
+    """A panel without a ``compare`` hook but with a ``<panel>.compare`` command taking a
+    ``path`` (the route canvas overlays a second DEF): open the first file, overlay the
+    second through the command (logged as the user's; a refusal is shown)."""
+    registry = getattr(window, "commands", None)
+    command = registry.get(f"{panel_id}.compare") if registry is not None else None
+    opener = getattr(widget, "open_file", None)
+    if command is None or "path" not in command.arg_names() or not callable(opener):
+        return None
+
+    def compare(first: str, second: str) -> None:
+        if opener(first) is False:
+            raise ValueError(f"{first} did not open in the {panel_id} panel")
+        registry.trigger(f"{panel_id}.compare", path=second)
+
+    return compare
 
 
 def install_lineage_dock(window: QMainWindow) -> QDockWidget:

@@ -207,3 +207,24 @@ def test_a_run_is_drawn_under_the_edits_behind_it(story, qtbot):
     assert full.childCount() == 1 and full.parent().data(0, 256) == copy
     assert all(row.childCount() == 0 for row in drawn if row is not full)
     assert not any("(above)" in row.text(0) for row in rows)   # each node in full once
+
+
+def test_two_designs_compare_as_an_overlay_in_the_route_canvas(main_window, tmp_path, qtbot):
+    from tests.panels.routing.conftest import SMALL_DEF
+
+    window = main_window
+    design = tmp_path / "small.def"
+    design.write_text(SMALL_DEF)
+    run_id = _run(window.workspace, "chipstar.route", {"router": "maze", "nets": "a"},
+                  {"def": str(design)}, {"artifacts/routed.def": SMALL_DEF.replace(
+                      "( 8000 6000 )", "( 8000 7000 )")})
+    routed = (window.workspace.run_dir(run_id) / "artifacts" / "routed.def").resolve()
+    dock = install_lineage_dock(window).widget()
+    dock.whole.setChecked(True)
+    qtbot.waitUntil(lambda: dock._find_item(f"file:{routed}") is not None, timeout=10_000)
+    dock.select(f"file:{design.resolve()}", f"file:{routed}")
+    assert dock.compare_selected()
+    routing = window.panel_widgets["routing"]
+    assert routing.model.design.path == str(design) or \
+        Path(routing.model.design.path).resolve() == design.resolve()
+    assert Path(routing.model.prediction.path).resolve() == routed
