@@ -272,7 +272,7 @@ COMMANDS = [
             show_history, ARGS + "ShowArgs", menu="View/Edit history"),
     Command("view.command_log", "Show or hide the command log", "Every command run, as the "
             "Python line a script would write.", show_command_log, ARGS + "ShowArgs",
-            shortcut="Ctrl+Shift+L", menu="View/Command log"),
+            shortcut="Ctrl+Shift+J", menu="View/Command log"),
     Command("view.palette", "Command palette", "Find any command or engine method by name "
             "and run it.", palette, shortcut="Ctrl+Shift+P", menu="View/Command palette…"),
     Command("view.theme", "Choose the theme", "Dark or light.", theme, ARGS + "ThemeArgs",

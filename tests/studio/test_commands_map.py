@@ -168,3 +168,15 @@ window.shutdown()
                          timeout=120, check=True)
     before, after, count = json.loads(out.stdout.strip().splitlines()[-1])
     assert (before, after) == (False, True) and count >= 25
+
+
+def test_no_two_window_actions_share_a_shortcut(main_window) -> None:
+    """Qt fires neither of two actions with the same key ("ambiguous shortcut")."""
+    owners: dict[str, list[str]] = {}
+    for action in main_window.findChildren(QAction):
+        if action.shortcutContext() != Qt.ShortcutContext.WindowShortcut:
+            continue
+        for key in action.shortcuts():
+            owners.setdefault(key.toString(), []).append(action.text())
+    shared = {key: texts for key, texts in owners.items() if len(set(texts)) > 1}
+    assert shared == {}
