@@ -52,6 +52,7 @@ from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.session_file import SUFFIX, SessionContents, read_session, write_session
 from engine.provenance import run_folder, studio_version
+from engine.scrub import scrub, secret_values
 from engine.workspace import _alive  # the liveness check run owners use
 from studio.documents import document_file
 from studio.undo import steps_of
@@ -167,12 +168,14 @@ def save_session(window: QMainWindow, path: str | os.PathLike) -> Path:
 def session_manifest(window: QMainWindow, session_path: Path) -> dict[str, Any]:
     """The manifest of the window's session as it would be saved at ``session_path``."""
     workspace = window.workspace
+    secrets = secret_values(None)   # an API key typed into a panel never reaches the file
     panels, documents, edits, problems = [], [], {}, []
     runs: dict[str, None] = {}
     for panel_id, widget in panel_tabs(window):
         entry: dict[str, Any] = {"id": panel_id, "title": _tab_title(window, widget),
                                  "view_state": None}
         state, problem = _read_view_state(panel_id, widget)
+        state = scrub(state, secrets)
         if problem:
             problems.append(problem)
         entry["view_state"] = state

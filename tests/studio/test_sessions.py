@@ -319,3 +319,15 @@ def test_a_big_folder_named_in_a_view_state_is_listed_not_hashed(sketch_window, 
     manifest = sessions.session_manifest(window, tmp_path / "s.studio")
     fingerprints = {Path(d["path"]).name: d["fingerprint"] for d in manifest["documents"]}
     assert fingerprints["home"] == "" and fingerprints["results"].startswith("d")
+
+
+def test_an_api_key_in_a_view_state_is_masked_in_the_file(sketch_window, tmp_path,
+                                                          monkeypatch):
+    window = sketch_window
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("STUDIO_CHAT_API_KEY", key)
+    panel = _open_sketch(window, write_points(tmp_path / "points.txt", POINTS))
+    monkeypatch.setattr(panel, "view_state", lambda: {"documents": [], "endpoint": key})
+    session = save_session(window, tmp_path / "s.studio")
+    assert key.encode() not in zipfile.ZipFile(session).read("manifest.json")
+    assert read_session(session).panels[0]["view_state"]["endpoint"] == "**********"
