@@ -45,8 +45,15 @@ from PySide6.QtCore import (
     Qt,
     QTimer,
 )
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QPushButton, QWidget
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QWidget,
+)
 
 from engine.content import content_hash
 from engine.io import FormatError
@@ -63,6 +70,7 @@ AUTOSAVE_NAME = "autosave.studio"
 SESSIONS_FOLDER = "sessions"
 AUTOSAVE_KEY = "sessions/autosave_minutes"
 DEFAULT_AUTOSAVE_MINUTES = 5
+AUTOSAVE_CHOICES = (2, 5, 10, 30, 0)    # File > Autosave session; 0: only on quit
 THUMBNAIL_WIDTH = 320
 SEARCH_DEPTH = 4                 # how deep a moved document is looked for beside the session
 SEARCH_MAX_FILES = 20_000        # files looked at before the search gives up
@@ -1088,12 +1096,30 @@ def install_sessions(window: QMainWindow) -> SessionsController:
         action.triggered.connect(lambda _checked=False, s=slot: s())
         file_menu.insertAction(after, action)
         setattr(controller, "open_action" if "Open" in text else "save_action", action)
+    controller.autosave_menu = _autosave_menu(controller, window)
+    file_menu.insertMenu(after, controller.autosave_menu)
     window.installEventFilter(controller)
     controller.mark_running()
     controller._start_timer()
     QTimer.singleShot(0, controller.offer_after_crash)
     window.sessions = controller
     return controller
+
+
+def _autosave_menu(controller: SessionsController, window: QMainWindow) -> QMenu:
+    """File > Autosave session: every few minutes, or only on quit (the setting)."""
+    menu = QMenu("&Autosave session", window)
+    group = QActionGroup(menu)
+    for minutes in AUTOSAVE_CHOICES:
+        text = f"Every {minutes:g} minutes" if minutes else "Only on quit"
+        action = QAction(text, menu, checkable=True)
+        action.setData(minutes)
+        action.setChecked(minutes == controller.autosave_minutes())
+        action.triggered.connect(lambda _checked=False, m=minutes:
+                                 controller.set_autosave_minutes(m))
+        group.addAction(action)
+        menu.addAction(action)
+    return menu
 
 
 def _buttons(box: QMessageBox) -> dict[str, QPushButton]:

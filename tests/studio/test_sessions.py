@@ -249,6 +249,12 @@ def test_file_menu_autosave_and_the_crash_offer(sketch_window, tmp_path, qtbot):
     texts = [a.text() for a in window.menuBar().actions()[0].menu().actions()]
     assert "Save sessio&n…" in texts and "Open &session…" in texts
     assert controller.timer.isActive() and controller.timer.interval() == 5 * 60_000
+    choices = {a.text(): a for a in controller.autosave_menu.actions()}
+    assert choices["Every 5 minutes"].isChecked()
+    choices["Only on quit"].trigger()
+    assert not controller.timer.isActive() and controller.autosave_minutes() == 0
+    choices["Every 10 minutes"].trigger()
+    assert controller.timer.interval() == 10 * 60_000
     controller.set_autosave_minutes(0.5)
     assert controller.timer.interval() == 30_000
     assert controller.autosave() is None                       # nothing open: nothing saved
