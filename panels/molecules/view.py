@@ -33,14 +33,17 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import (
     QAbstractListModel,
     QAbstractTableModel,
+    QItemSelection,
     QItemSelectionModel,
     QModelIndex,
     QObject,
@@ -82,6 +85,17 @@ from engine.io.molecules import (
     parse_smiles,
     read_fasta,
 )
+from panels.molecules.commands import (
+    RUN_METHODS,
+    SCOPE,
+    TABS,
+    MoleculesState,
+    export_parts,
+    molecule_label,
+    register,
+    table_columns,
+    view_summary,
+)
 from panels.molecules.depict import (
     EXPORT_LIMIT,
     MISSING,
@@ -99,13 +113,10 @@ from panels.molecules.geometry import (
     superpose,
 )
 from panels.molecules.model import (
-    ANTIBODIES,
     FLAGS,
-    NUMBERING_COLUMNS,
     PROBLEM_COLUMN,
     Entry,
     MoleculeSetModel,
-    decode,
     read_samples,
     smiles_problem,
 )
@@ -129,6 +140,8 @@ from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import CommandError, CommandRegistry, Invocation, Refusal
 from studio.widgets.figure_export import (
     DEFAULT_DPI,
     SCREEN_DPI,
@@ -142,23 +155,13 @@ from studio.widgets.schema_form import SchemaForm
 
 CELL = QSize(150, 120)  # depiction size in the grid
 GRID = QSize(170, 168)  # cell with its two lines of text
-FIXED_COLUMNS = ["#", "name", "SMILES", "flag"]
 TAB_TABLE, TAB_HISTOGRAMS, TAB_EDIT, TAB_SEQUENCE, TAB_3D = range(5)
 SELECTION_FILTER = ("SMILES (*.smi);;SDF (*.sdf);;FASTA (*.fasta *.fa);;PDB (*.pdb);;"
                     "CSV (*.csv)")
 RUN_METHOD = "kcgm.calibrate"
-ROWS_LISTED = 1000  # entry rows an export's provenance lists (the count is always there)
 SCROLL_QUIET_MS = 300  # background loops resume this long after the grid last scrolled
 IDLE_WAIT_S = 5.0  # and never wait longer than this for it
 NUMBERING_CHUNK = 20  # chains per hmmscan call: closing the panel waits for one chunk at most
-# Methods the panel launches; their parameter forms come from the engine's method list.
-RUN_METHODS = {
-    "kcgm.calibrate": "kCGM calibration toward the reference; its samples open here",
-    "branching_flows.molecules": "Branching Flows on 3-D molecules; samples and generation "
-                                 "trajectories open here",
-    "branching_flows.antibodies": "Branching Flows on antibody sequences; samples and "
-                                  "sequence trajectories open here",
-}
 
 
 @cache
@@ -363,19 +366,12 @@ class MoleculeGridModel(QAbstractListModel):
 class MoleculeTableModel(QAbstractTableModel):
     """Entries in display order with their descriptors (computed for the rows shown)."""
 
-    def __init__(self, molecules: MoleculeSetModel) -> None:
+    def __init__(self, molecules: MoleculeSetModel,
+                 on_sort: Callable[[str, bool], Any] | None = None) -> None:
         super().__init__()
         self.molecules = molecules
-        self.columns = self._columns()
-
-    def _columns(self) -> list[str]:
-        """Fixed columns (and why each sample is invalid, for a set opened for inspection),
-        then the scaffold and descriptors (for molecules), then the file's own columns (e.g.
-        the antibodies' measured properties)."""
-        problem = [PROBLEM_COLUMN] if self.molecules.inspecting else []
-        chemistry = ["scaffold", *DESCRIPTOR_NAMES] if self.molecules.has_molecules() else []
-        numbering = list(NUMBERING_COLUMNS) if self.molecules.numbering else []
-        return FIXED_COLUMNS + problem + chemistry + numbering + self.molecules.file_columns()
+        self.on_sort = on_sort  # (column, descending): a header click runs molecules.sort_by
+        self.columns = table_columns(molecules)
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.molecules.order)
@@ -407,16 +403,19 @@ class MoleculeTableModel(QAbstractTableModel):
         return _format(self.molecules.value(entry_index, column))
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        name = self.columns[column]
-        if name == "#":
+        """A header click (Qt calls this): the panel sorts through its command."""
+        descending = order == Qt.SortOrder.DescendingOrder
+        if self.on_sort is not None:
+            self.on_sort(self.columns[column], descending)
+        elif self.columns[column] == "#":
             self.molecules.unsort()
-            return
-        key = {"SMILES": "smiles"}.get(name, name)
-        self.molecules.sort(key, descending=order == Qt.SortOrder.DescendingOrder)
+        else:
+            name = self.columns[column]
+            self.molecules.sort({"SMILES": "smiles"}.get(name, name), descending=descending)
 
     def refresh(self) -> None:
         self.beginResetModel()
-        self.columns = self._columns()
+        self.columns = table_columns(self.molecules)
         self.endResetModel()
 
 
@@ -430,10 +429,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.md_trajectory_path = ""  # an MD trajectory opened before its topology
         self.trajectory_sources: dict[str, Path] = {}  # a run's trajectory files by name
         self._framed: Trajectory | None = None  # the trajectory the camera was framed on
-        self._current = -1  # entry index being edited
         self._selected_in = "grid"  # the view whose selection an export takes (the latest)
-        self.reference_path = ""  # "" = the default reference (GNEprop antibiotics)
-        self._document: str | None = None  # the set whose edits are on the undo history
+        self._residue_by_command = False  # a residue chosen by its command, not a click
+        self._md_paths: tuple[str, str] | None = None  # the MD run shown (topology, trajectory)
+        self._md_pending: tuple[str, str] | None = None  # the MD run being read
+        self._run_dir = ""  # the Branching Flows run whose samples are shown
+        self._trajectory_path = ""  # the trajectory file playing beside the set
+        self.commands = _registry(host)
+        self.state = MoleculesState(self.model, host, view=self)
+        self.commands.bind(SCOPE, self.state)
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self.generation = 0  # bumped per loaded set: late background results are dropped
         self.pool = QThreadPool()
         self.pool.setMaxThreadCount(1)
@@ -454,28 +459,46 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("loaded", self._on_loaded)
         self.model.events.connect("order", self._on_order)
         self.model.events.connect("changed", self._on_changed)
-        self.model.events.connect("search", lambda hits: self._refresh_views())
+        self.model.events.connect("search", self._on_search)
         self.jobs = PanelJobs(host, self.status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
+
+    @property
+    def _current(self) -> int:
+        """The entry in the editor (-1: none); the commands' state holds it."""
+        return self.state.current
+
+    @_current.setter
+    def _current(self, index: int) -> None:
+        self.state.current = index
+
+    @property
+    def reference_path(self) -> str:
+        return self.state.reference_path
 
     # -- layout --------------------------------------------------------------------------
 
     def _build(self) -> None:
         bar = QHBoxLayout()
+        commands = self.commands
         self.open_button = QPushButton("Open molecules…")
+        mark_argument(self.open_button, "molecules.open")  # asks for the file, then runs it
         self.open_button.clicked.connect(self.choose_file)
         self.reference_button = QPushButton("Reference…")
         self.reference_button.setToolTip("the reference set for histograms and nearest "
                                          "neighbours (default: GNEprop known antibiotics)")
+        mark_argument(self.reference_button, "molecules.open_reference")
         self.reference_button.clicked.connect(self.choose_reference)
         self.smarts_edit = QLineEdit()
         self.smarts_edit.setPlaceholderText("SMARTS substructure, e.g. c1ccccc1 or [NX3][CX3]=O")
-        self.smarts_edit.returnPressed.connect(lambda: self.search(self.smarts_edit.text()))
+        connect(self.smarts_edit.returnPressed, self.smarts_edit, commands, "molecules.search",
+                lambda: {"smarts": self.smarts_edit.text()})
         self.hits_label = QLabel("")
         self.property_box = QComboBox()
         self.property_box.addItems(list(DESCRIPTOR_NAMES))
         self.property_box.setToolTip("the property shown under each depiction")
-        self.property_box.currentTextChanged.connect(self.show_property)
+        connect(self.property_box.textActivated, self.property_box, commands,
+                "molecules.show_property", lambda name: {"property": name})
         self.run_box = QComboBox()
         for method, what in RUN_METHODS.items():
             self.run_box.addItem(method)
@@ -484,22 +507,27 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.run_button = QPushButton("Run…")
         self.run_button.setToolTip("set the chosen method's parameters and run it; what it "
                                    "makes opens here")
+        mark_argument(self.run_button, "molecules.run_method")  # asks for the parameters
         self.run_button.clicked.connect(lambda: self.choose_run(self.run_box.currentText()))
         self.export_grid_button = QPushButton("Export grid…")
+        mark_argument(self.export_grid_button, "molecules.export_grid")
         self.export_grid_button.clicked.connect(self.choose_grid_path)
         self.export_set_button = QPushButton("Export selection…")
         self.export_set_button.setToolTip("the selected rows (all shown rows when none are "
                                           "selected) as SMILES, SDF, FASTA, PDB or CSV")
+        mark_argument(self.export_set_button, "molecules.export_selection")
         self.export_set_button.clicked.connect(self.choose_set_path)
         self.antibodies_button = QPushButton("Jain antibodies")
         self.antibodies_button.setToolTip("the 137 clinical antibodies of Jain et al. 2017 "
                                           "(VH/VL) with their measured properties")
-        self.antibodies_button.clicked.connect(lambda: self.open_antibodies())
+        connect_button(self.antibodies_button, commands, "molecules.open_antibodies")
         self.scaffold_box = QComboBox()
         self.scaffold_box.setToolTip("show one Murcko scaffold's molecules (largest groups "
                                      "first)")
         self.scaffold_box.setMinimumContentsLength(18)
-        self.scaffold_box.activated.connect(self._scaffold_chosen)
+        connect(self.scaffold_box.activated, self.scaffold_box, commands,
+                "molecules.filter_scaffold",
+                lambda item: {"scaffold": self.scaffold_box.itemData(item)})
         self.diversity_label = QLabel("")
         self.diversity_label.setToolTip("mean pairwise Tanimoto distance (Morgan r2, 2048 bits)")
         # Two rows: one would need ~1350 px and widen a 1280 px window.
@@ -526,33 +554,36 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.grid.setModel(self.grid_model)
         self.grid.setSelectionMode(QListView.SelectionMode.ExtendedSelection)
         self.grid.selectionModel().currentChanged.connect(
-            lambda current, _: self.select_row(current.row()))
+            lambda current, _: self._row_chosen(current.row()))
         self.grid.selectionModel().selectionChanged.connect(
             lambda *_: self._selection_changed("grid"))
         self.grid.verticalScrollBar().valueChanged.connect(self._scrolling)
 
-        self.table_model = MoleculeTableModel(self.model)
+        self.table_model = MoleculeTableModel(self.model, self._sort_chosen)
         self.table = QTableView()
         self.table.setModel(self.table_model)
         self.table.setSortingEnabled(True)
         self.table.horizontalHeader().setSortIndicatorShown(True)
         self.table.setSelectionBehavior(QTableView.SelectionBehavior.SelectRows)
         self.table.selectionModel().currentChanged.connect(
-            lambda current, _: self.select_row(current.row()))
+            lambda current, _: self._row_chosen(current.row()))
         self.table.selectionModel().selectionChanged.connect(
             lambda *_: self._selection_changed("table"))
 
         self.histogram_box = QComboBox()
         self.histogram_box.addItems(list(DESCRIPTOR_NAMES))
         self.histogram_box.currentTextChanged.connect(lambda _: self.draw_histogram())
+        connect(self.histogram_box.textActivated, self.histogram_box, commands,
+                "molecules.show_histogram", lambda name: {"property": name})
         self.histogram = PlotSpecView()
         histograms = QWidget()
         histogram_layout = QVBoxLayout(histograms)
         histogram_row = QHBoxLayout()
         self.export_histogram_button = QPushButton("Export figure…")
+        mark_argument(self.export_histogram_button, "molecules.export_histogram")
         self.export_histogram_button.clicked.connect(
             lambda: self.ask_figure("Export the histogram", "histogram.png",
-                                    self.export_histogram, captioned=True))
+                                    "molecules.export_histogram", captioned=True))
         histogram_row.addWidget(self.histogram_box, 1)
         histogram_row.addWidget(self.export_histogram_button)
         histogram_layout.addLayout(histogram_row)
@@ -565,13 +596,19 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.tabs.addTab(self._build_sequence(), "Sequence")
         self.tabs.addTab(self._build_3d(), "3D")
         self.tabs.currentChanged.connect(self._on_tab)
+        connect(self.tabs.tabBar().tabBarClicked, self.tabs, commands, "molecules.show_tab",
+                lambda index: {"tab": TABS[index]} if 0 <= index < len(TABS) else None)
 
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter = self.splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.grid)
         self.player = TrajectoryPlayer()
         self.player.frame_changed.connect(self.show_frame)
-        self.player.source_chosen.connect(
-            lambda name: self.open_trajectory_file(self.trajectory_sources[name]))
+        connect(self.player.source_chosen, self.player.source_box, commands,
+                "molecules.open_trajectory", lambda name: {"path": name})
+        connect(self.player.play_button.clicked, self.player.play_button, commands,
+                "molecules.play_trajectory", lambda playing: {"playing": playing})
+        connect(self.player.slider.sliderReleased, self.player.slider, commands,
+                "molecules.show_frame", lambda: {"frame": self.player.frame + 1})
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -589,11 +626,30 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         layout.addLayout(search_row)
         layout.addWidget(splitter, 1)
         self.outputs = RunOutputs(self, self.open_output, self._open_name, self.status.setText)
+        mark_argument(self.outputs.button, "molecules.open_output")  # the run's output
         status_row = QHBoxLayout()
         status_row.addWidget(self.status, 1)
         status_row.addWidget(self.outputs.button)
         status_row.addWidget(self.diversity_label)
         layout.addLayout(status_row)
+        self._route_scene_exports()
+
+    def _route_scene_exports(self) -> None:
+        """Each plot's right-click "Export..." is pyqtgraph's own exporter, which writes no
+        provenance: it opens the panel's export of that plot (the histogram, or the
+        trajectory's curve) as the buttons do."""
+        for view in self.findChildren(pg.GraphicsView):
+            histogram = view is self.histogram or self.histogram.isAncestorOf(view)
+            command_id = "molecules.export_histogram" if histogram else "molecules.export_curve"
+            title, name = ("Export the histogram", "histogram.png") if histogram else \
+                ("Export the trajectory's curve", "curve.png")
+            for action in view.scene().contextMenu:
+                if action.text().startswith("Export"):
+                    action.triggered.disconnect()
+                    action.triggered.connect(
+                        lambda _checked=False, t=title, n=name, c=command_id:
+                        self.ask_figure(t, n, c, captioned=True))
+                    mark_argument(action, command_id)
 
     def _build_editor(self) -> QWidget:
         editor = QWidget()
@@ -601,17 +657,21 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.editing_label = QLabel("Choose a molecule in the grid or the table.")
         self.smiles_edit = QLineEdit()
         self.smiles_edit.textChanged.connect(self._show_validity)
-        self.smiles_edit.returnPressed.connect(lambda: self.apply_edit())
+        connect(self.smiles_edit.returnPressed, self.smiles_edit, self.commands,
+                "molecules.edit_smiles", lambda: self._edit_args(None))
         self.validity_label = QLabel("")
         row = QHBoxLayout()
         self.apply_button = QPushButton("Apply")
-        self.apply_button.clicked.connect(lambda: self.apply_edit())
+        connect_button(self.apply_button, self.commands, "molecules.edit_smiles",
+                       lambda: self._edit_args(None))
         self.standardise_button = QPushButton("Standardise")
         self.standardise_button.setToolTip("largest fragment, no stereo, neutral charges")
-        self.standardise_button.clicked.connect(lambda: self.standardise())
+        connect_button(self.standardise_button, self.commands, "molecules.standardise_molecule",
+                       lambda: self._current_args())
         self.flag_box = QComboBox()
         self.flag_box.addItems([flag or "unmarked" for flag in FLAGS])
-        self.flag_box.activated.connect(lambda i: self.set_flag(FLAGS[i]))
+        connect(self.flag_box.activated, self.flag_box, self.commands, "molecules.mark_molecule",
+                lambda i: self._current_args(flag=FLAGS[i] or "unmarked"))
         for widget in (self.apply_button, self.standardise_button, self.flag_box):
             row.addWidget(widget)
         self.preview = QLabel()
@@ -634,7 +694,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         self.sequence_strip = SequenceStrip()
-        self.sequence_strip.residue_selected.connect(self._on_residue)
+        self.sequence_strip.residue_selected.connect(self._residue_picked)
         scroll = QScrollArea()
         scroll.setWidget(self.sequence_strip)
         self.residue_label = QLabel("Choose a protein, antibody chain or structure.")
@@ -648,6 +708,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.scheme_box.addItem(SCHEME_TITLES[scheme], scheme)
         self.scheme_box.setToolTip("antibody numbering scheme (ANARCI); CDRs follow it")
         self.scheme_box.currentIndexChanged.connect(lambda _: self.start_numbering())
+        connect(self.scheme_box.activated, self.scheme_box, self.commands,
+                "molecules.number_chains",
+                lambda index: {"scheme": self.scheme_box.itemData(index)})
         self.numbering_label = QLabel("")
         self.numbering_label.setWordWrap(True)
         numbering_row.addWidget(QLabel("CDR numbering:"))
@@ -668,19 +731,26 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.colour_box.setCurrentText("chain")
         self.colour_box.setToolTip("protein colouring (small molecules: by element)")
         self.colour_box.currentTextChanged.connect(lambda _: self.show_3d())
+        connect(self.colour_box.textActivated, self.colour_box, self.commands,
+                "molecules.colour_3d", lambda mode: {"colouring": mode})
         self.style_box = QComboBox()
         self.style_box.addItems(list(STYLES))
         self.style_box.setToolTip("protein drawing: atoms with the CA trace, or a cartoon tube "
                                   "(thicker through helices and strands, found from CA "
                                   "geometry)")
         self.style_box.currentTextChanged.connect(lambda _: self.show_3d())
+        connect(self.style_box.textActivated, self.style_box, self.commands,
+                "molecules.style_3d", lambda style: {"style": style})
         self.pin_button = QPushButton("Pin for RMSD")
         self.pin_button.setToolTip("keep this structure; the next one shown is superposed on "
                                    "it (Kabsch) and the RMSD given")
-        self.pin_button.clicked.connect(lambda: self.pin())
+        connect_button(self.pin_button, self.commands, "molecules.pin_structure",
+                       lambda: self._current_args())
         self.export_3d_button = QPushButton("Snapshot…")
+        mark_argument(self.export_3d_button, "molecules.export_3d")
         self.export_3d_button.clicked.connect(
-            lambda: self.ask_figure("Export a 3-D snapshot", "structure.png", self.export_3d))
+            lambda: self.ask_figure("Export a 3-D snapshot", "structure.png",
+                                    "molecules.export_3d"))
         self.rmsd_label = QLabel("")
         for widget in (self.colour_box, self.style_box, self.pin_button, self.export_3d_button,
                        self.rmsd_label):
@@ -768,14 +838,18 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             if scene.kind == "structure":
                 self.viewer_3d.highlight_atoms(self.highlighted)
 
-    @command("Cannot pin the structure")
     def pin(self) -> bool:
+        """Pin the structure in the editor (``molecules.pin_structure``)."""
+        return self._run("molecules.pin_structure", **(self._current_args() or {}))
+
+    def pin_current(self) -> str:
         """Keep the current scene as the one others are superposed on."""
         if self.scene is None:
-            return False
+            raise Refusal("its 3-D structure is not computed yet: show it in the 3D tab")
         self.pinned = (self._current, self.scene, self.model.entries[self._current].record)
-        self.rmsd_label.setText(f"pinned #{self._current + 1}: choose another entry")
-        return True
+        said = f"pinned #{self._current + 1}: choose another entry"
+        self.rmsd_label.setText(said)
+        return said
 
     def export_3d(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
                   caption: bool = False) -> Path:
@@ -799,6 +873,23 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                                     pinned=self.pinned[0] if self.pinned else None)
         return provenance.write(target, png_bytes(image), record)
 
+    def _residue_picked(self, track: int, position: int) -> None:
+        """A click on the strip runs ``molecules.select_residue`` (naming chain and number);
+        the command's own choice is only shown."""
+        if self._residue_by_command:
+            self._on_residue(track, position)
+            return
+        chosen = self.sequence_strip.tracks[track]
+        self.commands.trigger("molecules.select_residue", chain=chosen.label,
+                              residue=chosen.numbers[position])
+
+    def choose_residue(self, track: int, position: int) -> None:
+        self._residue_by_command = True
+        try:
+            self.sequence_strip.select(track, position)
+        finally:
+            self._residue_by_command = False
+
     @command("Cannot show the residue")
     def _on_residue(self, track: int, position: int) -> None:
         """Name the residue; for a structure, find its atoms (highlighted in the 3-D view)."""
@@ -814,8 +905,54 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- files ---------------------------------------------------------------------------
 
-    @command("Cannot open the molecules")
+    # -- commands: the wrappers tests, drops and the window call -----------------------------
+
+    def _run(self, command_id: str, **args: Any) -> bool:
+        """Run a command as a user's action: True when it ran (and did not say it changed
+        nothing); a refusal is reported."""
+        return self.commands.trigger(command_id, **args) not in (None, False)
+
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """A molecule command's outcome in the status line: its refusal, or what it said."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused and invocation.command.id == "molecules.export_selection":
+            self.status.setText(f"Not exported: {invocation.refused}")
+        elif invocation.refused:
+            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
+            if invocation.command.id == "molecules.search":
+                self.hits_label.setText("bad SMARTS")
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
+
+    def label(self, index: int) -> str:
+        """How a command names entry ``index`` (its name, SMILES or #record)."""
+        return molecule_label(self.state, index)
+
+    def _current_args(self, **more: Any) -> dict | None:
+        """The arguments naming the molecule in the editor; ``None`` (nothing run) when no
+        molecule is chosen."""
+        if not 0 <= self._current < len(self.model.entries):
+            return None
+        return {"molecule": self.label(self._current), **more}
+
+    def _edit_args(self, smiles: str | None) -> dict | None:
+        """``molecules.edit_smiles`` for the editor's text; an invalid SMILES is said beside
+        the field (the Apply button is off) and runs nothing."""
+        text = smiles if smiles is not None else self.smiles_edit.text()
+        if self._current < 0:
+            return None
+        if canonical_smiles(text.strip()) is None:
+            self.validity_label.setText(f"not a valid SMILES: {text!r}")
+            return None
+        return self._current_args(smiles=text)
+
     def open_file(self, path: str | os.PathLike, inspect_invalid: bool = False) -> bool:
+        """Open a molecule file (``molecules.open``); problems are reported, never raised."""
+        args = {"inspect_invalid": True} if inspect_invalid else {}
+        return self._run("molecules.open", path=str(path), **args)
+
+    def load_path(self, path: str | os.PathLike, inspect_invalid: bool = False) -> bool:
         """A molecule file; a multi-frame XYZ or a ``>t=`` FASTA also plays as a trajectory;
         an MD topology waits for its trajectory, and a trajectory joins the topology opened
         before it. ``inspect_invalid`` (a run's samples): a file without one valid molecule
@@ -835,9 +972,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.status.setText(f"topology {Path(path).name}: now open or drop its trajectory "
                                 "(DCD, XTC, TRR)")
             return True
-        self.trajectory_sources = {}
         generation = self._read_generation(path) if ext == ".xyz" else None
-        self.player.set_trajectory(None)
         try:
             self.model.load(path)
         except Exception as exc:  # FormatError and OSError name the file
@@ -845,9 +980,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 self._load_invalid(path, generation, str(exc))
                 return True
             if generation is None:
-                self.host.show_error("Cannot open the molecules", str(exc))
-                return False
+                raise Refusal(str(exc)) from None
             self.model.load_records([], path)  # noise frames only: still a trajectory
+        self.trajectory_sources = {}
+        self.player.set_trajectory(None)
         self._opened(path, generation)
         return True
 
@@ -859,8 +995,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         trajectory = generation or sequence_trajectory(
             [e.record for e in self.model.entries], Path(path).name)
         self._play(trajectory)
-        restore = getattr(self.host, "restore_edits", None)
-        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
+        restored = self.state.restore_edits()
         problems = self.model.problems
         skipped = (f"; {len(problems)} bad record(s) skipped (first: {problems[0][0]}: "
                    f"{problems[0][1]})") if problems else ""
@@ -905,14 +1040,6 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             return None
         return Path(self.model.path).name or self.model.path
 
-    def _leave_document(self) -> None:
-        """The set shown before (or this one, read again: its saved edits are replayed next)
-        leaves the undo history; its autosaved edits stay for when it is opened again."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self._document is not None and callable(forget):
-            forget(self._document)
-        self._document = self.model.document
-
     def _read_generation(self, path: str | os.PathLike) -> Trajectory | None:
         try:
             return read_generation(path)
@@ -929,12 +1056,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         elif trajectory is not None and not trajectory.three_d:
             self.tabs.setCurrentIndex(TAB_SEQUENCE)
 
-    @command("Cannot open the MD run")
     def open_md(self, topology: str | os.PathLike, trajectory: str | os.PathLike) -> bool:
+        return self._run("molecules.open_md", topology=str(topology),
+                         trajectory=str(trajectory))
+
+    def start_md(self, topology: str | os.PathLike, trajectory: str | os.PathLike) -> bool:
         """An MD run (topology + trajectory) read by MDAnalysis on a worker thread; its frames
         play in the 3-D tab with the RMSD to frame 0 plotted below."""
         self.generation += 1  # whatever was being computed for the old set is stale
         self.md_trajectory_path = ""
+        self._md_pending = (str(topology), str(trajectory))
         self.status.setText(f"reading {Path(trajectory).name} with {Path(topology).name}…")
         self.compute("md", lambda: read_md(topology, trajectory))
         return True
@@ -942,6 +1073,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _on_md(self, trajectory: Trajectory) -> None:
         self.player.set_trajectory(None)
         self.model.load_records([trajectory.structure], trajectory.name)
+        self._md_paths = self._md_pending
         self.topology_path = ""
         self._play(trajectory)
         strided = f" (every {trajectory.stride}th kept)" if trajectory.stride > 1 else ""
@@ -949,21 +1081,22 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                             f"{len(trajectory)} frames{strided}; RMSD to frame 0 up to "
                             f"{trajectory.curve[1].max():.2f} Å")
 
-    @command("Cannot open the trajectory")
-    def open_trajectory_file(self, path: str | os.PathLike, sources: list[str] = ()) -> bool:
+    def open_trajectory_file(self, path: str | os.PathLike) -> bool:
+        return self._run("molecules.open_trajectory", path=str(path))
+
+    def play_file(self, path: str | os.PathLike, sources: list[str] = ()) -> bool:
         """Play a generation (multi-frame XYZ) or sequence (``>t=`` FASTA) trajectory without
         changing the set shown."""
         try:
             trajectory = self._read_generation(path) if extension_of(Path(path)) == ".xyz" \
                 else sequence_trajectory(read_fasta(path).records, Path(path).name)
         except (FormatError, OSError) as exc:
-            self.host.show_error("Cannot open the trajectory", str(exc))
-            return False
+            raise Refusal(str(exc)) from None
         if trajectory is None:
-            self.host.show_error("Cannot open the trajectory", f"{path}: not a trajectory (one "
-                                 "frame, or FASTA headers without t=<time>)")
-            return False
+            raise Refusal(f"{path}: not a trajectory (one frame, or FASTA headers without "
+                          "t=<time>)")
         self._play(trajectory, sources or list(self.trajectory_sources))
+        self._trajectory_path = str(path)
         return True
 
     @command("Cannot show the frame")
@@ -989,18 +1122,11 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             if trajectory.kind == "md":
                 self.viewer_3d.highlight_atoms(self.highlighted)  # a residue chosen in the strip
 
-    @command("Cannot open the antibodies")
     def open_antibodies(self, directory: str | os.PathLike | None = None) -> bool:
         """The Jain et al. 2017 antibodies (VH and VL per antibody, measured properties as
         table columns), from ``../shared/data/antibodies`` by default."""
-        try:
-            self.model.load_antibodies(directory or ANTIBODIES)
-        except Exception as exc:  # FormatError names the file
-            self.host.show_error("Cannot open the antibodies", str(exc))
-            return False
-        self.status.setText(f"Jain et al. 2017: {len(self.model.entries)} chains (VH and VL) "
-                            "with measured properties")
-        return True
+        args = {"directory": str(directory)} if directory else {}
+        return self._run("molecules.open_antibodies", **args)
 
     # -- antibody numbering --------------------------------------------------------------
 
@@ -1030,6 +1156,15 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 self.numbering_pool)
         return True
 
+    def number_in(self, scheme: str) -> bool:
+        """``molecules.number_chains``: choose the scheme; the chains are numbered in it (a
+        scheme chosen again keeps its numbering)."""
+        index = self.scheme_box.findData(scheme)
+        if index == self.scheme_box.currentIndex():
+            return bool(self.model.numbering) or self.start_numbering()
+        self.scheme_box.setCurrentIndex(index)  # renumbers (currentIndexChanged)
+        return True
+
     def wait_numbered(self, timeout_ms: int = 60_000) -> bool:
         return self.numbering_pool.waitForDone(timeout_ms)
 
@@ -1050,7 +1185,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._open_dialog("Open molecules", self.open_file)
 
     def choose_reference(self) -> None:
-        self._open_dialog("Choose the reference set", self.load_reference)
+        self._open_dialog("Choose the reference set", lambda path: self.load_reference(path))
 
     def _open_dialog(self, title: str, then) -> None:
         dialog = QFileDialog(self, title)
@@ -1060,18 +1195,14 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    @command("Cannot open the reference set")
     def load_reference(self, path: str | os.PathLike | None = None) -> bool:
-        try:
-            count = self.model.load_reference(path)
-        except Exception as exc:
-            self.host.show_error("Cannot open the reference set", str(exc))
-            return False
-        self.reference_path = str(path) if path else ""
-        self.status.setText(f"reference: {count} molecules after cleaning")
+        args = {"path": str(path)} if path else {}
+        return self._run("molecules.open_reference", **args)
+
+    def reference_changed(self) -> None:
+        """A reference set was read: the histogram and the nearest neighbour follow it."""
         self.draw_histogram()
         self._show_nearest()
-        return True
 
     def _ensure_reference(self) -> None:
         if not self.model.reference:
@@ -1083,8 +1214,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     # -- views ---------------------------------------------------------------------------
 
     def _on_loaded(self) -> None:
-        self._leave_document()
-        self._current = -1
+        self._md_paths, self._run_dir, self._trajectory_path = None, "", ""
         self.generation += 1
         self.smarts_edit.clear()  # the search starts over on the new set
         self.hits_label.setText("")
@@ -1099,12 +1229,46 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._refresh_views()
         self.draw_histogram()
         if self.model.entries:
-            self.select_row(0)
+            self.show_entry(self.model.order[0])
 
     def _on_order(self) -> None:
         self._refresh_views()
+        self._show_sort()
         if self._current in self.model.order:
             self._make_current(self.model.order.index(self._current))
+
+    def _show_sort(self) -> None:
+        """The header's sort arrow as the model's order (a sort by command sets it too);
+        blocked, or the table would sort again."""
+        header = self.table.horizontalHeader()
+        sort = self.model.sort_key
+        column = self.table_model.columns.index({"smiles": "SMILES"}.get(sort[0], sort[0])) \
+            if sort and {"smiles": "SMILES"}.get(sort[0], sort[0]) in self.table_model.columns \
+            else 0
+        order = Qt.SortOrder.DescendingOrder if sort and sort[1] else \
+            Qt.SortOrder.AscendingOrder
+        header.blockSignals(True)
+        header.setSortIndicator(column, order)
+        header.blockSignals(False)
+        header.viewport().update()
+
+    def _sort_chosen(self, column: str, descending: bool) -> None:
+        """A header click: ``molecules.sort_by`` (Qt also sorts when sorting is switched on,
+        with nothing open: nothing to run)."""
+        if not self.model.entries:
+            return
+        args = {"descending": True} if descending else {}
+        self.commands.trigger("molecules.sort_by", column=column, **args)
+
+    def _on_search(self, hits: dict) -> None:
+        """The hits are drawn; the first one shown becomes the grid's current cell (without
+        selecting it: an export takes the selection)."""
+        self._refresh_views()
+        self.hits_label.setText(f"{len(hits)} hit(s)" if self.model.query else "")
+        shown = [self.model.order.index(i) for i in hits if i in self.model.order]
+        if shown:
+            self._make_current(min(shown))
+            self.grid.scrollTo(self.grid_model.index(min(shown)))
 
     def _make_current(self, row: int) -> None:
         """Move the grid's current cell without selecting it (an export takes the selection)."""
@@ -1190,16 +1354,21 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         elif what == "md":
             self._on_md(result)
 
-    @command("Cannot filter by scaffold")
-    def _scaffold_chosen(self, item: int) -> None:
-        self.filter_scaffold(self.scaffold_box.itemData(item))
-
-    @command("Cannot filter by scaffold")
-    def filter_scaffold(self, scaffold: str | None) -> None:
+    def filter_scaffold(self, scaffold: str | None) -> bool:
         """Show only one scaffold's molecules (``None``: all of them)."""
-        self.model.filter_scaffold(scaffold)
-        shown = "all" if scaffold is None else (scaffold or "acyclic")
-        self.status.setText(f"scaffold {shown}: {len(self.model.order)} molecule(s)")
+        args = {"scaffold": scaffold} if scaffold is not None else {}
+        return self._run("molecules.filter_scaffold", **args)
+
+    def select_entries(self, indices: list[int]) -> None:
+        """``molecules.select_molecules``: select these entries' cells in the grid."""
+        selection = QItemSelection()
+        for index in indices:
+            if index in self.model.order:
+                cell = self.grid_model.index(self.model.order.index(index))
+                selection.select(cell, cell)
+        self.grid.selectionModel().select(
+            selection, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        self._selection_changed("grid")
 
     def selected_entries(self) -> list[int]:
         """Entry indices of the grid's selection."""
@@ -1210,6 +1379,12 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._selected_in = view
         if view == "grid":
             self.measure_selection()
+
+    def selected_labels(self) -> list[str]:
+        """The molecules selected in the grid or table (the latest), as commands name them."""
+        indices, which = self.export_rows()
+        return [self.label(i) for i in indices] if "selected" in which and \
+            "none selected" not in which else []
 
     def export_rows(self) -> tuple[list[int], str]:
         """Entry indices to export, in display order: the rows selected in the grid or the
@@ -1236,17 +1411,41 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             text += f", selection {selection:.3f}"
         self.diversity_label.setText(text)
 
-    @command("Cannot show the property")
-    def show_property(self, name: str) -> None:
+    def show_property(self, name: str) -> bool:
+        return self._run("molecules.show_property", property=name)
+
+    def show_grid_property(self, name: str) -> None:
+        """The descriptor under each depiction (and in the box)."""
+        self.property_box.setCurrentText(name)
         self.grid_model.shown_property = name
         self.grid_model.refresh()
 
-    @command("Cannot show the molecule")
-    def select_row(self, row: int) -> None:
-        """Show the entry at display position ``row`` in the editor."""
+    def show_histogram_of(self, name: str) -> None:
+        """The histogram tab, drawing ``name``."""
+        self.histogram_box.setCurrentText(name)
+        self.tabs.setCurrentIndex(TAB_HISTOGRAMS)
+        self.draw_histogram()
+
+    def select_row(self, row: int) -> bool:
+        """Show the entry at display position ``row`` (``molecules.select_molecule``)."""
         if not 0 <= row < len(self.model.order):
-            return
-        self._current = self.model.order[row]
+            return False
+        return self._run("molecules.select_molecule", molecule=self.label(self.model.order[row]))
+
+    def _row_chosen(self, row: int) -> None:
+        """The grid's or table's current cell moved: a click runs the command; a move the
+        panel made for the entry already shown runs nothing."""
+        if 0 <= row < len(self.model.order) and self.model.order[row] != self._current:
+            self.commands.trigger("molecules.select_molecule",
+                                  molecule=self.label(self.model.order[row]))
+
+    @command("Cannot show the molecule")
+    def show_entry(self, index: int) -> None:
+        """Show entry ``index`` in the editor, the strip and the 3-D view; the grid's current
+        cell follows it."""
+        self._current = index
+        if index in self.model.order:
+            self._make_current(self.model.order.index(index))
         self._show_entry()
 
     def _show_entry(self) -> None:
@@ -1311,49 +1510,26 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     # -- search and edits ----------------------------------------------------------------
 
-    @command("Cannot search")
     def search(self, smarts: str) -> int:
-        try:
-            hits = self.model.search(smarts)
-        except ValueError as exc:
-            self.hits_label.setText("bad SMARTS")
-            self.host.show_error("Cannot search", str(exc))
-            return 0
-        self.hits_label.setText(f"{len(hits)} hit(s)" if smarts.strip() else "")
-        if hits:
-            first = min(self.model.order.index(i) for i in hits)
-            self._make_current(first)
-            self.grid.scrollTo(self.grid_model.index(first))
-        return len(hits)
+        """SMARTS search (``molecules.search``): how many hits (0 when refused)."""
+        found = self.commands.trigger("molecules.search", smarts=smarts)
+        return found or 0
 
-    @command("Cannot edit the molecule")
     def apply_edit(self, smiles: str | None = None) -> bool:
-        if self._current < 0:
-            return False
-        try:
-            command = self.model.edit(self._current, smiles if smiles is not None
-                                      else self.smiles_edit.text())
-        except ValueError as exc:
-            self.validity_label.setText(str(exc))
-            return False
-        if command.smiles != command.previous:
-            self.host.push_edit(self.model.document, command, self.model)
-        return True
+        """The editor's SMILES (or ``smiles``) for the molecule in it (``edit_smiles``)."""
+        args = self._edit_args(smiles)
+        return args is not None and \
+            self.commands.trigger("molecules.edit_smiles", **args) is not None
 
-    @command("Cannot standardise the molecule")
     def standardise(self) -> bool:
-        command = self.model.standardisation(self._current) if self._current >= 0 else None
-        if command is None:
-            self.status.setText("already standard (or not a valid molecule)")
-            return False
-        self.host.push_edit(self.model.document, command, self.model)
-        return True
+        args = self._current_args()
+        return args is not None and \
+            self.commands.trigger("molecules.standardise_molecule", **args) is True
 
-    @command("Cannot mark the molecule")
-    def set_flag(self, flag: str) -> None:
-        if self._current >= 0 and self.model.entries[self._current].flag != flag:
-            self.host.push_edit(self.model.document, self.model.flagging(self._current, flag),
-                                self.model)
+    def set_flag(self, flag: str) -> bool:
+        """Mark the molecule in the editor (``"``: unmarked)."""
+        args = self._current_args(flag=flag or "unmarked")
+        return args is not None and self._run("molecules.mark_molecule", **args)
 
     # -- engine --------------------------------------------------------------------------
 
@@ -1369,7 +1545,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
 
     @command("Cannot run")
     def choose_run(self, method: str) -> None:
-        """Ask for the method's parameters in a dialog, then run it."""
+        """Ask for the method's parameters in a dialog, then run it (``run_method``)."""
         form = self.method_form(method)
         if form is None:
             self.status.setText(f"Not started: the engine does not list {method}")
@@ -1394,12 +1570,9 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    @command("Cannot run")
-    def run_method(self, method: str, params: dict) -> None:
-        """Submit a job; kCGM gets the chosen reference set as its input."""
-        inputs = {"reference": self.reference_path} if method == RUN_METHOD and \
-            self.reference_path else {}
-        self.jobs.submit(method, params, inputs)
+    def run_method(self, method: str, params: dict) -> bool:
+        """Submit a job (``molecules.run_method``); kCGM gets the chosen reference set."""
+        return self._run("molecules.run_method", method=method, params=params)
 
     @command("Cannot show the run's samples")
     def _on_result(self, job: str, method: str, outputs: dict) -> None:
@@ -1412,15 +1585,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             made = made / outputs["generated_csv"]
         self.outputs.offer(made, f"{method} ({job})")
 
-    @command("Cannot open the run's output")
     def open_output(self, path: str | os.PathLike) -> bool:
-        """What a run made: a run folder (Branching Flows samples and trajectories) or a
-        generated set (kCGM), whose samples open even when none of them is valid."""
-        path = Path(path)
-        return self.open_run(path) if path.is_dir() else self.open_file(path, True)
+        """What a run made (``molecules.open_output``): a run folder (Branching Flows samples
+        and trajectories) or a generated set (kCGM), whose samples open even when none of
+        them is valid."""
+        return self._run("molecules.open_output", path=str(path))
 
-    @command("Cannot open the run")
     def open_run(self, run_dir: str | os.PathLike) -> bool:
+        return self._run("molecules.open_run", path=str(run_dir))
+
+    def load_run(self, run_dir: str | os.PathLike) -> bool:
         """A Branching Flows run: its samples (``samples.xyz`` or ``samples.fasta``) as the set
         and its first trajectory playing; the others are a choice in the player."""
         found = sorted(Path(run_dir).rglob("*"), key=_natural)
@@ -1428,13 +1602,15 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         trajectories = [p for p in found if p.suffix in (".xyz", ".fasta") and
                         p.name.startswith(("trajectory_", "sequence_trajectory_"))]
         if samples:
-            self.open_file(samples[0])
+            self.load_path(samples[0])
+        if not samples and not trajectories:
+            raise Refusal(f"{run_dir}: no samples or trajectories in this run")
         self.trajectory_sources = {p.name: p for p in trajectories}
+        self._run_dir = str(run_dir)
         if trajectories:
-            return self.open_trajectory_file(trajectories[0], list(self.trajectory_sources))
-        if not samples:
-            self.status.setText(f"{run_dir}: no samples or trajectories in this run")
-        return bool(samples)
+            self.play_file(trajectories[0], list(self.trajectory_sources))
+            self._trajectory_path = ""  # the run's own: opening the run plays it again
+        return True
 
     # -- export --------------------------------------------------------------------------
 
@@ -1450,12 +1626,15 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         return self.export_grid(path, dpi)
 
     @command("Export failed")
-    def ask_figure(self, title: str, name: str, write, captioned: bool = False) -> None:
-        """The export dialog (file, resolution, caption), then ``write(path, dpi, caption)``."""
+    def ask_figure(self, title: str, name: str, command_id: str, captioned: bool = False
+                   ) -> None:
+        """The export dialog (file, resolution, caption), then the export command."""
         choice = ask_export(self, title, name, self.info_line() if captioned else "")
         if choice is not None:
-            written = write(choice.path, choice.dpi, choice.caption)
-            self.status.setText(f"Exported {written} ({choice.dpi} dpi, provenance inside)")
+            args = {"path": str(choice.path), "dpi": choice.dpi}
+            if captioned:
+                args["caption"] = choice.caption
+            self.commands.trigger(command_id, **args)
 
     def export_grid(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
                     caption: bool = False) -> Path:
@@ -1486,63 +1665,67 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         return export_widget(self.histogram, ExportChoice(Path(path), dpi, caption), record,
                              self.info_line())
 
+    def export_curve(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                     caption: bool = False) -> Path:
+        """The trajectory's curve (RMSD to frame 0, atoms or length per frame) as shown: PNG,
+        SVG or PDF with its provenance inside (the trajectory file and the frame)."""
+        trajectory = self.player.trajectory
+        if trajectory is None:
+            raise ValueError(f"{Path(path).name}: no trajectory is playing")
+        record = self.figure_record("trajectory curve", [], trajectory=trajectory.name,
+                                    frame=self.player.frame + 1)
+        files = [p for p in (self._trajectory_path, *(self._md_paths or ())) if p]
+        record["sources"] += provenance.record(files)["sources"] if files else []
+        line = f"{trajectory.name}; frame {self.player.frame + 1} of {len(trajectory)}"
+        return export_widget(self.player.curve, ExportChoice(Path(path), dpi, caption), record,
+                             line)
+
     def info_line(self) -> str:
         """The information line under the histogram: its property, the file and how the
         rows were chosen."""
-        state = {**self._view_state(), "property": self.histogram_box.currentText()}
+        state = {**view_summary(self.model, self.grid_model.shown_property),
+                 "property": self.histogram_box.currentText()}
         return "; ".join(f"{key} {value}" for key, value in state.items()
                          if value not in (None, "", [])) or "no molecules open"
 
     def figure_record(self, figure: str, indices: list[int], **view: Any) -> dict:
         """Provenance of an export: the open file and the run that made it, the view that
         chose and ordered the molecules, and which molecules (rows of the file)."""
-        return provenance.record(*self._export_parts(figure, indices, **view))
+        return provenance.record(*export_parts(self.state, figure, indices,
+                                               self.grid_model.shown_property, **view))
 
-    def _export_parts(self, figure: str, indices: list[int], **view: Any
-                      ) -> tuple[list[str], dict, list[dict]]:
-        """(sources, view, runs) of ``provenance.record``: gathered here, on the GUI thread;
-        the record (which hashes the files) may be made on a worker."""
-        path = self.model.path
-        sources = [path] if path and Path(path).exists() else []
-        run = provenance.run_folder(path) if sources else None
-        entries = self.model.entries
-        listed = {"panel": "molecules", "figure": figure, **self._view_state(),
-                  "count": len(indices),
-                  "molecules": [{"row": i + 1, "name": entries[i].name,
-                                 "smiles": entries[i].smiles} for i in indices[:ROWS_LISTED]],
-                  **view}
-        return sources, listed, [provenance.run_entry(run)] if run is not None else []
-
-    def _view_state(self) -> dict[str, Any]:
-        model = self.model
-        sort = model.sort_key
-        return {"file": model.path,
-                "sorted by": f"{sort[0]} {'descending' if sort[1] else 'ascending'}"
-                if sort else None,
-                "scaffold": model.scaffold_filter,
-                "SMARTS": f"{model.query} ({len(model.hits)} hits)" if model.query else None,
-                "shown": f"{len(model.order)} of {len(model.entries)}",
-                "property": self.grid_model.shown_property}
-
-    @command("Export failed")
     def export_set(self, path: str | os.PathLike, background: bool = False) -> Path | None:
-        """The selected rows (all shown when none are) as SMILES, CSV, SDF, FASTA or PDB, by
-        the suffix, with a ``.provenance.json`` sidecar; a format that fits none of them is
-        refused with the reason. In the ``background`` (the dialog's way: ETKDG over a big
-        selection takes a while) the file is written on the worker and the status line
+        """The selected rows (all shown when none are) as SMILES, CSV, SDF, FASTA or PDB
+        (``molecules.export_selection``, naming the selected molecules); the file, or ``None``
+        when refused or written in the ``background``."""
+        args = {"background": True} if background else {}
+        names = self.selected_labels()
+        if names:
+            args["molecules"] = names
+        said = self.commands.trigger("molecules.export_selection", path=str(path), **args)
+        return Path(path) if isinstance(said, str) and said.startswith("Exported") else None
+
+    def write_set(self, path: str | os.PathLike, indices: list[int], which: str,
+                  background: bool) -> str | None:
+        """Write the entries with a ``.provenance.json`` sidecar; a format that fits none of
+        them is refused with the reason. In the ``background`` (the dialog's way: ETKDG over a
+        big selection takes a while) the file is written on the worker and the status line
         reports it."""
-        indices, which = self.export_rows()
-        parts = self._export_parts("selection", indices, selection=which)
+        parts = export_parts(self.state, "selection", indices,
+                             self.grid_model.shown_property, selection=which)
         if background:
             _import_export_modules()
-            self.status.setText(f"exporting {which} to {Path(path).name}…")
             self.compute("export", lambda: (path, which,
                                             self._export_outcome(path, indices, parts)))
-            return None
+            said = f"exporting {which} to {Path(path).name}…"
+            self.status.setText(said)
+            return said
         outcome = self._export_outcome(path, indices, parts)
-        if isinstance(outcome, Exception):  # refused, or disk, RDKit and gemmi errors
-            self._export_failed(path, outcome)
-            return None
+        if isinstance(outcome, ExportRefused):
+            self.status.setText(f"Not exported: {outcome}")
+            raise Refusal(str(outcome))
+        if isinstance(outcome, Exception):  # disk, RDKit and gemmi errors
+            raise Refusal(f"{path}: {outcome}")
         return self._exported(which, outcome)
 
     def _export_outcome(self, path: str | os.PathLike, indices: list[int], parts: tuple):
@@ -1554,14 +1737,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         except Exception as exc:  # noqa: BLE001 - reported on the GUI thread
             return exc
 
-    def _exported(self, which: str, written) -> Path:
+    def _exported(self, which: str, written) -> str:
         skipped = f"; {written.skipped} skipped (not held by this format)" \
             if written.skipped else ""
-        self.status.setText(f"Exported {written.records} record(s) of {which} to "
-                            f"{written.path.name}{skipped}")
-        return written.path
+        said = (f"Exported {written.records} record(s) of {which} to "
+                f"{written.path.name}{skipped}")
+        self.status.setText(said)
+        return said
 
     def _export_failed(self, path: str | os.PathLike, exc: Exception) -> None:
+        """A background export that failed (its command has returned: said here)."""
         if isinstance(exc, ExportRefused):
             self.status.setText(f"Not exported: {exc}")
             self.host.show_error("Cannot export this selection", str(exc))
@@ -1570,7 +1755,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.host.show_error("Export failed", f"{path}: {exc}")
 
     def choose_grid_path(self) -> None:
-        self.ask_figure("Export the grid", "molecules.png", self.export_grid)
+        self.ask_figure("Export the grid", "molecules.png", "molecules.export_grid")
 
     def choose_set_path(self) -> None:
         self._save_dialog("Export selection", SELECTION_FILTER, ".smi",
@@ -1586,6 +1771,144 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         dialog.fileSelected.connect(then)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
+
+    # -- sessions (issue 39): what is open and how it is shown -----------------------------
+
+    def view_state(self) -> dict:
+        """The view as JSON: what is open (by path), the molecule in the editor and the
+        selection (named as commands name them), sort, scaffold filter and search, the
+        shown property and histogram, the tab, 3-D colouring and style, the numbering scheme,
+        the trajectory and its frame, the chosen residue, the grid's scroll and the split."""
+        model = self.model
+        state: dict = {
+            "tab": TABS[self.tabs.currentIndex()],
+            "property": self.grid_model.shown_property,
+            "histogram": self.histogram_box.currentText(),
+            "colouring": self.colour_box.currentText(),
+            "style": self.style_box.currentText(),
+            "scheme": self.scheme_box.currentData(),
+            "reference": self.state.reference_path or None,
+            "splitter": self.splitter.sizes(),
+            "run_box": self.run_box.currentText()}
+        opened = self._opened_as()
+        if opened:
+            state["open"] = opened
+        if model.entries:
+            sort = model.sort_key
+            state.update({
+                "current": self.label(self._current) if self._current >= 0 else None,
+                "selection": self.selected_labels(),
+                "sort": {"column": {"smiles": "SMILES"}.get(sort[0], sort[0]),
+                         "descending": sort[1]} if sort else None,
+                "scaffold": model.scaffold_filter,
+                "search": model.query,
+                "scroll": self.grid.verticalScrollBar().value()})
+        if self.player.trajectory is not None:
+            state["frame"] = self.player.frame + 1
+            if self._trajectory_path:
+                state["trajectory"] = self._trajectory_path
+        chosen = self.sequence_strip.selected
+        if chosen is not None and chosen[0] < len(self.sequence_strip.tracks):
+            track = self.sequence_strip.tracks[chosen[0]]
+            state["residue"] = {"chain": track.label, "residue": track.numbers[chosen[1]]}
+        return state
+
+    def _opened_as(self) -> dict:
+        """How the shown set was opened, so a session opens it the same way."""
+        if self._md_paths:
+            return {"md": list(self._md_paths)}
+        if self._run_dir:
+            return {"run": self._run_dir}
+        path = self.model.path
+        if not path or not Path(path).exists():
+            return {}
+        if Path(path).is_dir():
+            return {"antibodies": path}
+        return {"file": path, **({"inspect_invalid": True} if self.model.inspecting else {})}
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way, through the panel's
+        commands; a sentence for each part that could not be restored (a file gone, a
+        molecule or column this set lacks)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args: Any) -> bool:
+            try:
+                with self.commands.nested():  # restoring a session is not the user's command
+                    self.commands.run(command_id, **args)
+            except CommandError as exc:
+                problems.append(str(exc))
+                return False
+            return True
+
+        opened = state.get("open") or {}
+        if opened.get("md"):
+            run("molecules.open_md", topology=str(opened["md"][0]),
+                trajectory=str(opened["md"][1]))
+        elif opened.get("run"):
+            run("molecules.open_run", path=str(opened["run"]))
+        elif opened.get("antibodies"):
+            run("molecules.open_antibodies", directory=str(opened["antibodies"]))
+        elif opened.get("file"):
+            args = {"inspect_invalid": True} if opened.get("inspect_invalid") else {}
+            run("molecules.open", path=str(opened["file"]), **args)
+        if state.get("reference"):
+            run("molecules.open_reference", path=str(state["reference"]))
+        for key, command_id, argument in (("property", "molecules.show_property", "property"),
+                                          ("colouring", "molecules.colour_3d", "colouring"),
+                                          ("style", "molecules.style_3d", "style")):
+            if state.get(key):
+                run(command_id, **{argument: state[key]})
+        if state.get("histogram") in DESCRIPTOR_NAMES:
+            self.histogram_box.setCurrentText(state["histogram"])
+        if state.get("scheme") and state["scheme"] != self.scheme_box.currentData():
+            if self.model.numbering_targets():
+                run("molecules.number_chains", scheme=str(state["scheme"]))
+            else:
+                self.scheme_box.setCurrentIndex(max(0, self.scheme_box.findData(
+                    state["scheme"])))
+        if self.model.entries:
+            self._restore_rows(state, run)
+        if state.get("trajectory"):
+            run("molecules.open_trajectory", path=str(state["trajectory"]))
+        if state.get("frame") and self.player.trajectory is not None:
+            run("molecules.show_frame", frame=int(state["frame"]))
+        if state.get("tab"):
+            run("molecules.show_tab", tab=str(state["tab"]))
+        residue = state.get("residue")
+        if isinstance(residue, dict) and self.sequence_strip.tracks:
+            run("molecules.select_residue", chain=str(residue.get("chain")),
+                residue=residue.get("residue"))
+        if state.get("run_box") in RUN_METHODS:
+            self.run_box.setCurrentText(state["run_box"])
+        sizes = state.get("splitter")
+        if isinstance(sizes, list) and len(sizes) == 2 and all(isinstance(v, int)
+                                                               for v in sizes):
+            self.splitter.setSizes(sizes)
+        if isinstance(state.get("scroll"), int):
+            self._restore_scroll(state["scroll"])
+        return problems
+
+    def _restore_rows(self, state: dict, run: Callable[..., bool]) -> None:
+        """Filter, sort, search, the molecule in the editor and the selection."""
+        if state.get("scaffold") is not None:
+            run("molecules.filter_scaffold", scaffold=str(state["scaffold"]))
+        sort = state.get("sort")
+        if isinstance(sort, dict) and sort.get("column"):
+            run("molecules.sort_by", column=str(sort["column"]),
+                descending=bool(sort.get("descending")))
+        if state.get("search"):
+            run("molecules.search", smarts=str(state["search"]))
+        if state.get("current"):
+            run("molecules.select_molecule", molecule=str(state["current"]))
+        if state.get("selection"):
+            run("molecules.select_molecules", molecules=[str(n) for n in state["selection"]])
+
+    def _restore_scroll(self, value: int) -> None:
+        """The grid's scroll, now and once its batched layout has caught up."""
+        bar = self.grid.verticalScrollBar()
+        bar.setValue(value)
+        QTimer.singleShot(0, lambda: bar.setValue(value))
 
     # -- drag and drop -------------------------------------------------------------------
 
@@ -1608,4 +1931,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             pool.waitForDone()
         self.grid_model.stop()
         self.jobs.close()
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
         super().closeEvent(event)
+
+
+def _registry(host: Any) -> CommandRegistry:
+    """The window's registry with the molecule commands in it; a host without one (tests, a
+    panel shown alone) gets a registry of the panel's own that reports through the host."""
+    registry = getattr(host, "commands", None)
+    if registry is None:
+        registry = CommandRegistry()
+        registry.on_error = host.show_error
+    return register(registry)

@@ -372,7 +372,8 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, files
 
     monkeypatch.setattr(panel.model, "flagging", broken)
     panel.flag_box.activated.emit(1)  # "accepted", as a click would
-    assert panel.host.errors[-1] == ("Cannot mark the molecule", "RuntimeError: stale index")
+    assert panel.host.errors[-1] == ("Cannot mark the molecule",
+                                     "molecules.mark_molecule: RuntimeError: stale index")
     assert panel.host.history.stack.count() == 0 and panel.model.entries[0].flag == ""
 
 
