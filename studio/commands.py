@@ -32,7 +32,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -183,6 +183,12 @@ class CommandRegistry:
             raise ValueError(f"command {command.id!r} is registered already")
         self._commands[command.id] = command
         return command
+
+    def add_all(self, commands: Iterable[Command]) -> CommandRegistry:
+        """Register a panel's commands (again, for a panel rebuilt in the same window)."""
+        for command in commands:
+            self.add(command, replace=True)
+        return self
 
     def command(self, id: str, title: str, help: str,
                 args: type[BaseModel] | str | None = None,
@@ -347,6 +353,17 @@ class CommandRegistry:
             yield
         finally:
             self._depth -= 1
+
+
+def registry_for(host: Any, commands: Iterable[Command] = ()) -> CommandRegistry:
+    """A panel's registry: the window's (``host.commands``) with ``commands`` added; a host
+    without one (a test's, a panel shown alone) gets a registry of the panel's own that
+    reports through ``host.show_error``."""
+    registry = getattr(host, "commands", None)
+    if registry is None:
+        registry = CommandRegistry()
+        registry.on_error = getattr(host, "show_error", None)
+    return registry.add_all(commands)
 
 
 def say(on_error: Callable[[str, str], None] | None, title: str, message: str) -> None:

@@ -545,6 +545,4 @@ COMMANDS = [
 
 def register(registry: CommandRegistry) -> CommandRegistry:
     """Add the routing commands (again, for a panel rebuilt in the same window)."""
-    for command in COMMANDS:
-        registry.add(command, replace=True)
-    return registry
+    return registry.add_all(COMMANDS)

@@ -54,11 +54,11 @@ from PySide6.QtWidgets import (
 from engine import provenance
 from panels.routing.canvas import OVERLAYS, LayoutCanvas
 from panels.routing.commands import (
+    COMMANDS,
     ROUTE_METHOD,
     SCOPE,
     RoutingState,
     known_vias,
-    register,
     via_args,
     wire_args,
 )
@@ -69,7 +69,7 @@ from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.jobs import PanelJobs
 from studio.command_widgets import connect, connect_button, mark_argument
-from studio.commands import CommandRegistry, Invocation
+from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
@@ -98,7 +98,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._generation = 0
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_checks)
-        self.commands = _registry(host)
+        self.commands = registry_for(host, COMMANDS)
         self.state = RoutingState(self.model, host, view=self, submit=self._submit_route)
         self.commands.bind(SCOPE, self.state)
         self._stop_listening = self.commands.listen(self._on_invocation)
@@ -1153,13 +1153,3 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.state.leave_document()  # an undo after closing must not rewrite a hidden design
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
-
-
-def _registry(host: Any) -> CommandRegistry:
-    """The window's registry with the routing commands in it; a host without one (tests, a
-    panel shown alone) gets a registry of the panel's own that reports through the host."""
-    registry = getattr(host, "commands", None)
-    if registry is None:
-        registry = CommandRegistry()
-        registry.on_error = host.show_error
-    return register(registry)

@@ -159,3 +159,25 @@ def test_arguments_named_by_module_are_imported_when_first_needed() -> None:
     assert reg.run("count.bump", name="beta", by=2) == 2
     with pytest.raises(CommandRefused, match="by: Input should be less than or equal to 100"):
         reg.run("count.bump", name="beta", by=101)
+
+
+def test_registry_for_a_host_with_and_without_a_window() -> None:
+    from studio.commands import registry_for
+
+    class Host:
+        def __init__(self) -> None:
+            self.errors: list[tuple[str, str]] = []
+
+        def show_error(self, title: str, message: str) -> None:
+            self.errors.append((title, message))
+
+    commands = [Command("count.bump", "Bump a counter", "", bump, BumpArgs)]
+    alone = Host()
+    own = registry_for(alone, commands)
+    own.bind("count", Counter())
+    own.trigger("count.bump", name="nope")
+    assert alone.errors == [("Cannot bump a counter", "count.bump: no counter named 'nope'")]
+    windowed = Host()
+    windowed.commands = CommandRegistry()
+    assert registry_for(windowed, commands) is windowed.commands
+    assert registry_for(windowed, commands).get("count.bump") is commands[0]  # again: fine
