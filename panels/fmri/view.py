@@ -55,7 +55,7 @@ from panels.fmri.commands import (
     conversion_cache,  # noqa: F401  (where opened .nii.gz files are converted; tests patch it)
     register,
 )
-from panels.fmri.generated import GeneratedLayer, write_layer
+from panels.fmri.generated import GeneratedLayer
 from panels.fmri.model import (
     OVERLAY_COLORMAPS,
     PLANES,
@@ -637,10 +637,11 @@ class FmriPanel(QWidget):
         return self._run("fmri.mask_region",
                          **self._mask_at_cursor_args(shape, radius_mm, clear, fill))
 
-    def save_layer(self, path) -> Path:
-        if self.state.active is None:
-            raise ValueError("no generated layer to save")
-        return write_layer(self.state.active, Path(path))
+    def save_layer(self, path) -> bool:
+        """The shown layer's kept, masked frames as a new NIfTI (``fmri.save_layer``)."""
+        layer = self.state.active
+        return self._run("fmri.save_layer", path=str(path),
+                         **({"layer": layer.name} if layer is not None else {}))
 
     def regenerate(self, t1=None) -> bool:
         """Swap the conditioning anatomy and regenerate: the result opens as a new layer."""
@@ -1313,9 +1314,7 @@ class FmriPanel(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Save the kept generated frames",
                                               "generated_kept.nii.gz", NIFTI_FILTER)
         if path:
-            layer = self.state.active
-            self._run("fmri.save_layer", path=path,
-                      **({"layer": layer.name} if layer is not None else {}))
+            self.save_layer(path)
 
     # -- sessions (issue 39): what is open and how it is shown -------------------------------
 
