@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -52,6 +52,8 @@ from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.limits import read_json
 from engine.scrub import MASK
+from studio.command_widgets import command_action, commands_of, connect, connect_button
+from studio.commands import PROMPTED, Command, Refusal
 from studio.documents import document_file
 from studio.undo import steps_of
 
@@ -400,24 +402,28 @@ class LineageDock(QWidget):
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.tree.setColumnWidth(0, 240)
         self.tree.itemSelectionChanged.connect(self._update_buttons)
-        self.tree.itemDoubleClicked.connect(lambda _item, _column: self.reopen_selected())
+        self.tree.itemDoubleClicked.connect(lambda _item, _column: window.commands.trigger(
+            "lineage.reopen", nodes=self.selected_keys()))
         self.whole = QCheckBox("Whole workspace")
         self.whole.setToolTip("Every run of the workspace, not only those of this session")
-        self.whole.toggled.connect(lambda _on: self.refresh())
+        connect(self.whole.toggled, self.whole, window.commands, "lineage.whole",
+                lambda on: {"on": bool(on)})
         self.note = QLabel("")
         self.note.setObjectName("emptyNote")
         self.note.setWordWrap(True)
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
-        for text, slot, tip in (
-                ("Compare", self.compare_selected, "Compare the two chosen nodes side by side"),
-                ("Reopen", self.reopen_selected, "Open the chosen node's file in its panel"),
-                ("Rerun", self.rerun_selected, "Run the chosen run again, same parameters"),
-                ("Export…", self.export_selected, "Save the node with its provenance"),
-                ("Refresh", self.refresh, "Read the workspace again")):
+        registry = window.commands
+        chosen = self.selected_keys
+        for text, command_id, args in (
+                ("Compare", "lineage.compare", lambda: {"nodes": chosen()}),
+                ("Reopen", "lineage.reopen", lambda: {"nodes": chosen()}),
+                ("Rerun", "lineage.rerun", lambda: {"nodes": chosen()}),
+                ("Export…", "lineage.export", lambda: {"node": (chosen() or [""])[0]}),
+                ("Refresh", "lineage.refresh", None)):
             button = QPushButton(text)
-            button.setToolTip(tip)
-            button.clicked.connect(lambda _checked=False, s=slot: s())
+            button.setToolTip(registry.get(command_id).help)
+            connect_button(button, registry, command_id, args)
             row.addWidget(button)
             self.buttons[text] = button
         row.addStretch(1)
@@ -544,19 +550,33 @@ class LineageDock(QWidget):
         path = node.path
         return path if path is not None and path.exists() else None
 
-    def compare_selected(self) -> bool:
+    def nodes(self, keys: list[str], kinds: tuple[str, ...] = (RUN, FILE, EDITS)) -> list[Node]:
+        """The nodes named (none: those chosen in the tree); a name the lineage does not
+        hold, or a node of another kind, is refused."""
+        keys = list(keys) or self.selected_keys()
+        if not keys:
+            raise Refusal("choose a node in the lineage dock first")
+        found = []
+        for key in keys:
+            node = self.graph.nodes.get(key)
+            if node is None:
+                raise Refusal(f"no node {key!r} in the lineage (Refresh to read the workspace "
+                              "again)")
+            if node.kind not in kinds:
+                raise Refusal(f"{node.label} is a {node.kind}, not a {' or '.join(kinds)}")
+            found.append(node)
+        return found
+
+    def compare(self, keys: list[str]) -> str:
         """Two nodes side by side in their panel (its ``compare(a, b)``), else both opened."""
-        keys = self.selected_keys()
-        if len(keys) != 2:
-            self.window.show_error("Compare", "Choose two nodes to compare.")
-            return False
-        files = [self.node_file(key) for key in keys]
-        if any(path is None for path in files):
-            missing = [self.graph.nodes[k].label for k, p in zip(keys, files, strict=True)
-                       if p is None]
-            self.window.show_error("Cannot compare", f"{', '.join(missing)}: no file to show "
-                                                     "(it was not written, or is gone).")
-            return False
+        nodes = self.nodes(keys)
+        if len(nodes) != 2:
+            raise Refusal(f"choose two nodes to compare ({len(nodes)} chosen)")
+        files = [self.node_file(node.key) for node in nodes]
+        missing = [node.label for node, path in zip(nodes, files, strict=True) if path is None]
+        if missing:
+            raise Refusal(f"{', '.join(missing)}: no file to show (it was not written, or is "
+                          "gone)")
         first, second = (str(path) for path in files)
         entries = [self.window.panel_for_file(path) for path in (first, second)]
         if entries[0] is not None and entries[1] is not None and entries[0].id == entries[1].id:
@@ -565,34 +585,26 @@ class LineageDock(QWidget):
             if not callable(compare) and widget is not None:
                 compare = _compare_command(self.window, entries[0].id, widget)
             if callable(compare):
-                try:
-                    compare(first, second)
-                except Exception as exc:
-                    log.exception("compare in %s", entries[0].id)
-                    self.window.show_error("Cannot compare", f"{first} / {second}: {exc}")
-                    return False
+                compare(first, second)
                 self.window.status(f"Comparing {Path(first).name} and {Path(second).name}")
-                return True
+                return entries[0].id
         self.window.open_paths([first, second])
         self.window.status(f"Opened {Path(first).name} and {Path(second).name} (their panel "
                            "has no side-by-side comparison)")
-        return True
+        return ""
 
-    def reopen_selected(self) -> None:
-        files = [self.node_file(key) for key in self.selected_keys()]
+    def reopen(self, keys: list[str]) -> list[str]:
+        files = [self.node_file(node.key) for node in self.nodes(keys)]
         paths = [str(path) for path in files if path is not None]
         if not paths:
-            self.window.show_error("Nothing to reopen", "The chosen node has no file on disk.")
-            return
+            raise Refusal("the chosen node has no file on disk")
         self.window.open_paths(paths)
+        return paths
 
-    def rerun_selected(self) -> list[str]:
-        """Each chosen run submitted again with its parameters, inputs and seed."""
+    def rerun(self, keys: list[str]) -> list[str]:
+        """Each run submitted again with its parameters, inputs and seed."""
         rerun = []
-        for key in self.selected_keys():
-            node = self.graph.nodes.get(key)
-            if node is None or node.kind != RUN:
-                continue
+        for node in self.nodes(keys, kinds=(RUN,)):
             detail = node.detail
             params = dict(detail.get("params") or {})
             masked = sorted(name for name, value in params.items() if value == MASK)
@@ -607,27 +619,78 @@ class LineageDock(QWidget):
             rerun.append(detail["run_id"])
         return rerun
 
-    def export_selected(self) -> None:
-        keys = self.selected_keys()
-        if len(keys) != 1:
-            return
-        node = self.graph.nodes[keys[0]]
+    def ask_export(self, node: Node) -> None:
+        """Export…'s file dialog; the chosen file is written through ``lineage.export``."""
         name = (node.path.name if node.kind == FILE and node.path else
                 f"{node.key.replace(':', '-').replace('/', '_')[-60:]}.provenance.json")
         dialog = QFileDialog(self.window, f"Export {node.label} with its provenance", name)
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.fileSelected.connect(lambda path, key=node.key: self.export_to(key, path))
+        dialog.fileSelected.connect(lambda path, key=node.key: self.window.commands.trigger(
+            "lineage.export", node=key, path=path))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    def export_to(self, key: str, path: str | os.PathLike) -> Path | None:
+    def export_to(self, key: str, path: str | os.PathLike) -> Path:
+        [node] = self.nodes([key])
         try:
-            written = export_node(self.graph, key, path)
+            written = export_node(self.graph, node.key, path)
         except (OSError, ValueError) as exc:
-            self.window.show_error("Export failed", f"{path}: {exc}")
-            return None
+            raise Refusal(f"{path}: {exc}") from exc
         self.window.status(f"Exported {written} with its provenance")
         return written
+
+
+# -- the dock's commands ------------------------------------------------------------------------
+
+ARGS = "studio.session_command_args:"
+
+
+def _export_command(dock: LineageDock, args) -> Any:
+    if not args.path:
+        [node] = dock.nodes([args.node] if args.node else [])
+        dock.ask_export(node)
+        return PROMPTED
+    return str(dock.export_to(args.node or (dock.selected_keys() or [""])[0], args.path))
+
+
+def _show_command(dock: LineageDock, args) -> bool:
+    frame = dock.parentWidget()
+    shown = frame.isHidden() if args.on is None else bool(args.on)
+    frame.setVisible(shown)
+    if shown:
+        frame.raise_()
+    return True
+
+
+def _whole_command(dock: LineageDock, args) -> bool:
+    if dock.whole.isChecked() != args.on:
+        with QSignalBlocker(dock.whole):
+            dock.whole.setChecked(args.on)
+    dock.refresh()
+    return True
+
+
+COMMANDS = (
+    Command("lineage.compare", "Compare two lineage nodes", "Two generations (or a source "
+            "and a generation) side by side in their panel's own comparison.",
+            lambda dock, args: dock.compare(args.nodes), ARGS + "NodesArgs"),
+    Command("lineage.reopen", "Reopen a lineage node", "Open the node's file (a run's "
+            "output, the document edited) in its panel.",
+            lambda dock, args: dock.reopen(args.nodes), ARGS + "NodesArgs"),
+    Command("lineage.rerun", "Rerun from the lineage", "Run the chosen runs again with the "
+            "same method, parameters, inputs and seed.",
+            lambda dock, args: dock.rerun(args.nodes), ARGS + "NodesArgs"),
+    Command("lineage.export", "Export a lineage node with its provenance", "A file copied "
+            "with its provenance (runs, parameters, seeds, edits); a run as its record.",
+            _export_command, ARGS + "ExportNodeArgs"),
+    Command("lineage.refresh", "Refresh the lineage", "Read the workspace's runs again.",
+            lambda dock, _args: dock.refresh() or True),
+    Command("lineage.whole", "Lineage of the whole workspace", "Every run of the workspace, "
+            "or only those of the session on screen.", _whole_command, ARGS + "WholeArgs"),
+    Command("view.lineage", "Show or hide the lineage", "Where each generated document came "
+            "from, as a tree.", _show_command, "studio.shell_command_args:ShowArgs",
+            shortcut="Ctrl+Shift+L", menu="View/Lineage", scope="lineage"),
+)
 
 
 def _compare_command(window: QMainWindow, panel_id: str, widget: QWidget):
@@ -651,7 +714,11 @@ def _compare_command(window: QMainWindow, panel_id: str, widget: QWidget):
 def install_lineage_dock(window: QMainWindow) -> QDockWidget:
     """The Lineage dock (View menu entry through its toggle), hidden until asked for; it
     records the edits behind each job the window submits from now on."""
+    registry = window.commands
+    for command in COMMANDS:
+        registry.add(command, replace=True)
     panel = LineageDock(window)
+    registry.bind("lineage", panel)
     dock = QDockWidget("Lineage", window)
     dock.setObjectName("lineageDock")
     dock.setWidget(panel)
@@ -664,13 +731,15 @@ def install_lineage_dock(window: QMainWindow) -> QDockWidget:
     view_menu = next((action.menu() for action in window.menuBar().actions()
                       if action.text().replace("&", "") == "View"), None)
     if view_menu is not None:
-        toggle = dock.toggleViewAction()
-        toggle.setShortcut("Ctrl+Shift+L")
-        anchor = window.history_dock_widget.toggleViewAction() \
-            if hasattr(window, "history_dock_widget") else None
+        toggle = command_action(window, registry, "view.lineage", "L&ineage")
+        toggle.setCheckable(True)
+        dock.visibilityChanged.connect(lambda _visible: toggle.setChecked(not dock.isHidden()))
+        anchor = next((action for action in view_menu.actions()
+                       if "view.command_log" in commands_of(action)), None)
         actions = view_menu.actions()
         after = actions[actions.index(anchor) + 1] if anchor in actions and \
             actions.index(anchor) + 1 < len(actions) else None
         view_menu.insertAction(after, toggle)
+        panel.toggle = toggle
     window.lineage_dock = panel
     return dock

@@ -45,7 +45,7 @@ from PySide6.QtCore import (
     Qt,
     QTimer,
 )
-from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtGui import QActionGroup
 from PySide6.QtWidgets import (
     QFileDialog,
     QMainWindow,
@@ -61,6 +61,8 @@ from engine.io.session_file import SUFFIX, SessionContents, read_session, write_
 from engine.provenance import run_folder, studio_version
 from engine.scrub import scrub, secret_values
 from engine.workspace import _alive  # the liveness check run owners use
+from studio.command_widgets import command_action
+from studio.commands import PROMPTED, Command, Refusal
 from studio.documents import document_file
 from studio.undo import steps_of
 
@@ -985,43 +987,47 @@ class SessionsController(QObject):
             return None
 
     def ask_save(self) -> None:
+        """File > Save session…: the chosen file is saved through ``app.save_session``."""
         dialog = QFileDialog(self.window, "Save session", str(self.last_path or Path.home()),
                              f"Studio sessions (*{SUFFIX})")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setDefaultSuffix(SUFFIX.lstrip("."))
-        dialog.fileSelected.connect(self.save_to)
+        dialog.fileSelected.connect(lambda path: self._trigger("app.save_session", path))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    def save_to(self, path: str | os.PathLike) -> Path | None:
-        try:
-            written = save_session(self.window, path)
-        except Exception as exc:
-            log.exception("session not saved")
-            self.window.show_error("Cannot save the session", f"{path}: {exc}")
-            return None
+    def save_to(self, path: str | os.PathLike) -> Path:
+        """Save the session to ``path``; ``OSError`` or ``ValueError`` when it cannot be."""
+        written = save_session(self.window, path)
         self.last_path = written
         self.window.status(f"Session saved to {written}")
         return written
 
     # -- opening ---------------------------------------------------------------------------
     def ask_open(self) -> None:
+        """File > Open session…: the chosen file opens through ``app.open_session``."""
         dialog = QFileDialog(self.window, "Open session",
                              str((self.last_path or Path.home() / "x").parent),
                              f"Studio sessions (*{SUFFIX})")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
-        dialog.fileSelected.connect(self.open_from)
+        dialog.fileSelected.connect(lambda path: self._trigger("app.open_session", path))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
     def open_from(self, path: str | os.PathLike) -> SessionReport:
         """Open a session as the user does: what is open now is autosaved first (so the
-        screen being replaced can be brought back), then the report is shown."""
+        screen being replaced can be brought back); on screen the file is read in the I/O
+        thread and the report shown."""
         if Path(path).resolve() != self.autosave_path.resolve():
             self.autosave()
         self.last_path = Path(path)
-        return open_session(self.window, path, interactive=True, background=True,
-                            on_done=lambda report: show_report(self.window, report))
+        shown = self.window.isVisible()
+        return open_session(self.window, path, interactive=shown, background=shown)
+
+    def _trigger(self, command_id: str, path: str) -> None:
+        registry = getattr(self.window, "commands", None)
+        if registry is not None:
+            registry.trigger(command_id, path=path)
 
     # -- quitting and crashing ---------------------------------------------------------------
     def mark_running(self) -> None:
@@ -1078,25 +1084,71 @@ def _marker_pid(marker: Path) -> int:
         return 0
 
 
+ARGS = "studio.session_command_args:"   # argument models, imported on first use
+
+
+def _open_command(controller: SessionsController, args) -> Any:
+    if not args.path:
+        controller.ask_open()
+        return PROMPTED
+    report = controller.open_from(args.path)
+    if report.refused:
+        raise Refusal(report.refused)
+    return True
+
+
+def _save_command(controller: SessionsController, args) -> Any:
+    if not args.path:
+        controller.ask_save()
+        return PROMPTED
+    try:
+        return str(controller.save_to(args.path))
+    except (OSError, ValueError) as exc:
+        raise Refusal(f"{args.path}: {exc}") from exc
+
+
+def _autosave_command(controller: SessionsController, args) -> bool:
+    controller.set_autosave_minutes(args.minutes)
+    return True
+
+
+COMMANDS = (
+    Command("app.open_session", "Open a session", "Reopen a saved .studio session: its panels, "
+            "documents, views, edits and layout.", _open_command, ARGS + "SessionPathArgs",
+            shortcut="Ctrl+Shift+O", menu="File/Open session…", scope="sessions"),
+    Command("app.save_session", "Save the session", "Save what is on screen (panels, "
+            "documents, views, edits, layout) as a .studio file.", _save_command,
+            ARGS + "SessionPathArgs", shortcut="Ctrl+Shift+S", menu="File/Save session…",
+            scope="sessions"),
+    Command("app.autosave_session", "Autosave the session", "How often the session is saved "
+            "into the workspace (0: only on quit).", _autosave_command, ARGS + "AutosaveArgs",
+            menu="File/Autosave session", scope="sessions"),
+)
+
+
 def install_sessions(window: QMainWindow) -> SessionsController:
-    """File > Save session… (Ctrl+Shift+S) and Open session… (Ctrl+Shift+O), the autosave
-    timer, the autosave on quit and the offer of the last session after a crash."""
+    """File > Open session… (Ctrl+Shift+O), Save session… (Ctrl+Shift+S) and Autosave
+    session, as the commands ``app.open_session``, ``app.save_session`` and
+    ``app.autosave_session``; the autosave timer, the autosave on quit and the offer of the
+    last session after a crash."""
     controller = SessionsController(window)
+    registry = window.commands
+    for command in COMMANDS:
+        registry.add(command, replace=True)
+    registry.bind("sessions", controller)
     file_menu = next(action.menu() for action in window.menuBar().actions()
                      if action.text().replace("&", "") == "File")
     anchor = window.recent_menu.menuAction() if hasattr(window, "recent_menu") else None
     actions = file_menu.actions()
     after = actions[actions.index(anchor) + 1] if anchor in actions and \
         actions.index(anchor) + 1 < len(actions) else None
-    for text, slot, keys in (("Open &session…", controller.ask_open, "Ctrl+Shift+O"),
-                             ("Save sessio&n…", controller.ask_save, "Ctrl+Shift+S")):
-        action = QAction(text, window)
-        action.setShortcut(QKeySequence(keys))
-        action.setStatusTip(text.replace("&", "").rstrip("…") + " (.studio)")
-        action.triggered.connect(lambda _checked=False, s=slot: s())
+    controller.open_action = command_action(window, registry, "app.open_session",
+                                            "Open &session…")
+    controller.save_action = command_action(window, registry, "app.save_session",
+                                            "Save sessio&n…")
+    controller.autosave_menu = _autosave_menu(controller, window, registry)
+    for action in (controller.open_action, controller.save_action):
         file_menu.insertAction(after, action)
-        setattr(controller, "open_action" if "Open" in text else "save_action", action)
-    controller.autosave_menu = _autosave_menu(controller, window)
     file_menu.insertMenu(after, controller.autosave_menu)
     window.installEventFilter(controller)
     controller.mark_running()
@@ -1106,17 +1158,17 @@ def install_sessions(window: QMainWindow) -> SessionsController:
     return controller
 
 
-def _autosave_menu(controller: SessionsController, window: QMainWindow) -> QMenu:
+def _autosave_menu(controller: SessionsController, window: QMainWindow, registry) -> QMenu:
     """File > Autosave session: every few minutes, or only on quit (the setting)."""
     menu = QMenu("&Autosave session", window)
     group = QActionGroup(menu)
     for minutes in AUTOSAVE_CHOICES:
         text = f"Every {minutes:g} minutes" if minutes else "Only on quit"
-        action = QAction(text, menu, checkable=True)
+        action = command_action(menu, registry, "app.autosave_session", text,
+                                args=lambda m=minutes: {"minutes": m})
+        action.setCheckable(True)
         action.setData(minutes)
         action.setChecked(minutes == controller.autosave_minutes())
-        action.triggered.connect(lambda _checked=False, m=minutes:
-                                 controller.set_autosave_minutes(m))
         group.addAction(action)
         menu.addAction(action)
     return menu

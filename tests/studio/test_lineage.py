@@ -139,7 +139,7 @@ def test_the_dock_draws_the_session_tree_and_acts_on_nodes(story, qtbot, monkeyp
     dock.select(f"run:{story['second']}")
     dock.buttons["Reopen"].click()
     assert opened == [[str(story["refined"])]]
-    written = dock.export_to(refined, tmp_path / "exported.txt")
+    written = window.command("lineage.export", node=refined, path=str(tmp_path / "out.txt"))
     assert provenance.read(written)["runs"][0]["run_id"] == story["second"]
 
 
@@ -183,7 +183,7 @@ def test_a_rerun_never_resends_a_masked_secret(story, qtbot, monkeypatch):
     submitted = []
     monkeypatch.setattr(window, "submit", lambda *args, **kw: submitted.append(args))
     dock.select(f"run:{run_id}")
-    assert dock.rerun_selected() == [run_id]
+    assert window.command("lineage.rerun") == [run_id]      # the node chosen in the dock
     assert submitted == [("sketch.refine", {"steps": 2}, {"source": str(story["generated"])}, 5)]
     assert "api_key" in window.statusBar().currentMessage()
 
@@ -222,9 +222,35 @@ def test_two_designs_compare_as_an_overlay_in_the_route_canvas(main_window, tmp_
     dock = install_lineage_dock(window).widget()
     dock.whole.setChecked(True)
     qtbot.waitUntil(lambda: dock._find_item(f"file:{routed}") is not None, timeout=10_000)
-    dock.select(f"file:{design.resolve()}", f"file:{routed}")
-    assert dock.compare_selected()
+    assert window.command("lineage.compare", nodes=[f"file:{design.resolve()}",
+                                                    f"file:{routed}"]) == "routing"
     routing = window.panel_widgets["routing"]
     assert routing.model.design.path == str(design) or \
         Path(routing.model.design.path).resolve() == design.resolve()
     assert Path(routing.model.prediction.path).resolve() == routed
+
+
+def test_the_dock_is_driven_by_commands_that_refuse_clearly(story, qtbot):
+    from studio.commands import CommandRefused
+    from tests.studio.test_commands_map import unmapped, window_actions
+
+    window, dock = story["window"], story["dock"]
+    assert unmapped(window_actions(window), window.commands) == []   # View > Lineage too
+    controls = [(b.text(), b) for b in dock.buttons.values()] + [("whole", dock.whole)]
+    assert unmapped(controls, window.commands) == []
+    window.command("view.lineage", on=True)
+    assert dock.parentWidget().isVisible() and dock.toggle.isChecked()
+    qtbot.waitUntil(lambda: dock.tree.topLevelItemCount() > 0, timeout=10_000)
+    source = dock.graph.file_key(story["source"])
+    with pytest.raises(CommandRefused, match="choose two nodes"):
+        window.command("lineage.compare", nodes=[source])
+    with pytest.raises(CommandRefused, match="no node 'run:nope'"):
+        window.command("lineage.reopen", nodes=["run:nope"])
+    with pytest.raises(CommandRefused, match="not a run"):
+        window.command("lineage.rerun", nodes=[source])
+    with pytest.raises(CommandRefused, match="choose a node"):
+        window.command("lineage.reopen")
+    with pytest.raises(CommandRefused):
+        window.command("lineage.compare", nodes="not a list")
+    window.command("view.lineage", on=False)
+    assert not dock.parentWidget().isVisible()

@@ -337,3 +337,28 @@ def test_an_api_key_in_a_view_state_is_masked_in_the_file(sketch_window, tmp_pat
     session = save_session(window, tmp_path / "s.studio")
     assert key.encode() not in zipfile.ZipFile(session).read("manifest.json")
     assert read_session(session).panels[0]["view_state"]["endpoint"] == "**********"
+
+
+def test_sessions_are_commands_scripts_and_menus_share(sketch_window, tmp_path, qtbot):
+    from studio.commands import CommandRefused
+    from tests.studio.test_commands_map import unmapped, window_actions
+
+    window = sketch_window
+    install_sessions(window)
+    assert unmapped(window_actions(window), window.commands) == []   # every menu entry
+    _open_sketch(window, write_points(tmp_path / "points.txt", POINTS), zoom=6.0)
+    written = window.command("app.save_session", path=str(tmp_path / "by-command"))
+    assert written == str((tmp_path / "by-command.studio").resolve())
+    window.close_tab(window.tabs.indexOf(window.panel_widgets[PANEL_ID]))
+    assert window.command("app.open_session", path=written) is True   # read in a thread
+    qtbot.waitUntil(lambda: PANEL_ID in window.panel_widgets, timeout=10_000)
+    assert window.panel_widgets[PANEL_ID].zoom == 6.0
+    window.hide()                                   # as in a script: done when it returns
+    bad = tmp_path / "bad.studio"
+    bad.write_bytes(b"PK\x03\x04junk")
+    with pytest.raises(CommandRefused, match=str(bad)):
+        window.command("app.open_session", path=str(bad))
+    with pytest.raises(CommandRefused, match="minutes"):
+        window.command("app.autosave_session", minutes=-1)
+    with pytest.raises(CommandRefused):
+        window.command("app.save_session", path=str(tmp_path / "no" / "\0bad"))
