@@ -51,7 +51,6 @@ from engine.atomic import write_atomic, write_json_atomic
 from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.limits import read_json
-from engine.scrub import MASK
 from studio.command_widgets import command_action, commands_of, connect, connect_button
 from studio.commands import PROMPTED, Command, Refusal
 from studio.documents import document_file
@@ -603,6 +602,8 @@ class LineageDock(QWidget):
 
     def rerun(self, keys: list[str]) -> list[str]:
         """Each run submitted again with its parameters, inputs and seed."""
+        from engine.scrub import MASK  # pydantic: not at start-up
+
         rerun = []
         for node in self.nodes(keys, kinds=(RUN,)):
             detail = node.detail

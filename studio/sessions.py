@@ -59,7 +59,6 @@ from engine.content import content_hash
 from engine.io import FormatError
 from engine.io.session_file import SUFFIX, SessionContents, read_session, write_session
 from engine.provenance import run_folder, studio_version
-from engine.scrub import scrub, secret_values
 from engine.workspace import _alive  # the liveness check run owners use
 from studio.command_widgets import command_action
 from studio.commands import PROMPTED, Command, Refusal
@@ -178,6 +177,8 @@ def save_session(window: QMainWindow, path: str | os.PathLike) -> Path:
 def session_manifest(window: QMainWindow, session_path: Path) -> dict[str, Any]:
     """The manifest of the window's session as it would be saved at ``session_path``."""
     workspace = window.workspace
+    from engine.scrub import scrub, secret_values  # pydantic: not at start-up
+
     secrets = secret_values(None)   # an API key typed into a panel never reaches the file
     panels, documents, edits, problems = [], [], {}, []
     runs: dict[str, None] = {}
