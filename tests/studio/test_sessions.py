@@ -362,3 +362,25 @@ def test_sessions_are_commands_scripts_and_menus_share(sketch_window, tmp_path, 
         window.command("app.autosave_session", minutes=-1)
     with pytest.raises(CommandRefused):
         window.command("app.save_session", path=str(tmp_path / "no" / "\0bad"))
+
+
+def test_installing_sessions_and_lineage_costs_no_pydantic_or_torch(tmp_path):
+    code = f"""
+import sys, json
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from studio.main_window import MainWindow
+from studio.sessions import install_sessions
+from studio.lineage import install_lineage_dock
+window = MainWindow(settings=QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat),
+                    workspace={str(tmp_path / 'ws')!r}, log_dir={str(tmp_path / 'logs')!r})
+install_sessions(window)
+install_lineage_dock(window)
+print(json.dumps(["pydantic" in sys.modules, "torch" in sys.modules]))
+window.shutdown()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "QT_QPA_PLATFORM": "offscreen"}, timeout=120,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, False]
