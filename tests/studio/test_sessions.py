@@ -341,11 +341,18 @@ def test_an_api_key_in_a_view_state_is_masked_in_the_file(sketch_window, tmp_pat
 
 def test_sessions_are_commands_scripts_and_menus_share(sketch_window, tmp_path, qtbot):
     from studio.commands import CommandRefused
-    from tests.studio.test_commands_map import unmapped, window_actions
+    from studio.lineage import install_lineage_dock
+    from tests.studio.test_commands_map import (
+        test_no_two_window_actions_share_a_shortcut,
+        unmapped,
+        window_actions,
+    )
 
     window = sketch_window
     install_sessions(window)
+    install_lineage_dock(window)
     assert unmapped(window_actions(window), window.commands) == []   # every menu entry
+    test_no_two_window_actions_share_a_shortcut(window)
     _open_sketch(window, write_points(tmp_path / "points.txt", POINTS), zoom=6.0)
     written = window.command("app.save_session", path=str(tmp_path / "by-command"))
     assert written == str((tmp_path / "by-command.studio").resolve())
