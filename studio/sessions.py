@@ -468,20 +468,27 @@ class _Opening:
         self._restore()
 
     # -- documents ------------------------------------------------------------------------------
-    def _ask_locate(self, index: int, entry: dict) -> bool:
-        missing = MissingDocument(entry["path"], entry.get("relative") or "", entry["panel"],
-                                  self.session_path)
-        if self.locate is None:
-            self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found")
-            self.missing.add(entry["path"])
-            return True
-        answered = False
+    def _ask(self, ask: Callable[[Any, Callable[[Any], None]], None], question: Any,
+             settle: Callable[[Any], None]) -> bool:
+        """Ask through ``ask(question, answer)``; ``settle`` takes the first answer. True when
+        it was answered at once (the steps go on); otherwise the answer moves them on."""
+        answered = waiting = False
 
-        def answer(chosen: str | None) -> None:
+        def answer(value: Any) -> None:
             nonlocal answered
             if answered:
                 return
             answered = True
+            settle(value)
+            if waiting:
+                self._next()
+
+        ask(question, answer)
+        waiting = not answered
+        return answered
+
+    def _ask_locate(self, index: int, entry: dict) -> bool:
+        def settle(chosen: str | None) -> None:
             if chosen:
                 path = Path(chosen).expanduser().resolve()
                 same = path.exists() and (not entry["fingerprint"] or
@@ -490,13 +497,13 @@ class _Opening:
             else:
                 self.report.skipped.append(f"{entry['path']} ({entry['panel']}): not found")
                 self.missing.add(entry["path"])
-            if waiting:
-                self._next()
 
-        waiting = False
-        self.locate(missing, answer)
-        waiting = not answered
-        return answered
+        if self.locate is None:
+            settle(None)
+            return True
+        missing = MissingDocument(entry["path"], entry.get("relative") or "", entry["panel"],
+                                  self.session_path)
+        return self._ask(self.locate, missing, settle)
 
     def _found(self, index: int, entry: dict, path: Path, how: str, same: bool) -> None:
         self.found[index] = path
@@ -548,24 +555,13 @@ class _Opening:
         return True
 
     def _ask_edits(self, conflict: EditsConflict, index: int, journal: dict) -> bool:
-        if self.choose_edits is None:
-            self._write_edits(index, journal, session=True)
-            return True
-        answered = False
-
-        def answer(choice: str) -> None:
-            nonlocal answered
-            if answered:
-                return
-            answered = True
+        def settle(choice: str) -> None:
             self._write_edits(index, journal, session=choice == SESSION_EDITS)
-            if waiting:
-                self._next()
 
-        waiting = False
-        self.choose_edits(conflict, answer)
-        waiting = not answered
-        return answered
+        if self.choose_edits is None:
+            settle(SESSION_EDITS)
+            return True
+        return self._ask(self.choose_edits, conflict, settle)
 
     def _write_edits(self, index: int, journal: dict | None, session: bool) -> None:
         """The chosen edits become the journal's for this content; the others are kept
