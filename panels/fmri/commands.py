@@ -777,6 +777,4 @@ COMMANDS = [
 
 def register(registry: CommandRegistry) -> CommandRegistry:
     """Add the fMRI commands (again, for a panel rebuilt in the same window)."""
-    for command in COMMANDS:
-        registry.add(command, replace=True)
-    return registry
+    return registry.add_all(COMMANDS)

@@ -49,11 +49,11 @@ from PySide6.QtWidgets import (
 
 from engine.plots import heatmap
 from panels.fmri.commands import (
+    COMMANDS,
     SCOPE,
     FmriState,
     OverlayStyle,
     conversion_cache,  # noqa: F401  (where opened .nii.gz files are converted; tests patch it)
-    register,
 )
 from panels.fmri.generated import GeneratedLayer
 from panels.fmri.model import (
@@ -68,7 +68,7 @@ from panels.fmri.model import (
 from panels.fmri.slicer import Slicer
 from panels.widgets.jobs import PanelJobs
 from studio.command_widgets import connect, connect_button, mark_argument
-from studio.commands import CommandError, CommandRegistry, Invocation
+from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from studio.widgets.plot_view import PlotSpecView
 
@@ -205,7 +205,7 @@ class FmriPanel(QWidget):
     def __init__(self, host=None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._host = host
-        self.commands = _registry(host)
+        self.commands = registry_for(host, COMMANDS)
         self.state = FmriState(host, view=self)
         self.state.submit = self._submit_job
         self.model = self.state.model
@@ -1358,14 +1358,8 @@ class FmriPanel(QWidget):
         that could not be restored (a file gone, a layer, voxel or plot this data lacks)."""
         problems: list[str] = []
 
-        def run(command_id: str, **args) -> bool:
-            try:
-                with self.commands.nested():  # restoring a session is not the user's command
-                    self.commands.run(command_id, **args)
-            except CommandError as exc:
-                problems.append(str(exc))
-                return False
-            return True
+        def run(command_id: str, **args) -> bool:  # not the user's: not logged, refusals kept
+            return self.commands.run_restoring(problems, command_id, **args)
 
         self._restore_controls(state, problems)
         nan = bool(state.get("read_nan_as_zero", False))
@@ -1465,16 +1459,6 @@ class FmriPanel(QWidget):
         self.state.shutdown()
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
-
-
-def _registry(host) -> CommandRegistry:
-    """The window's registry with the fMRI commands in it; a host without one (tests, a panel
-    shown alone) gets a registry of the panel's own that reports through the host."""
-    registry = getattr(host, "commands", None)
-    if registry is None:
-        registry = CommandRegistry()
-        registry.on_error = getattr(host, "show_error", None)
-    return register(registry)
 
 
 def _view_range(box: pg.ViewBox) -> list[list[float]]:
