@@ -23,6 +23,12 @@ parameter boxes; the choice is an edit too, stored in the scene JSON.
 draws the tracks (which also become the panel's tracks, so they play on the clock);
 "Render coarse" submits ``c2r.simulate`` with the scene file, whose coarse clip and
 trajectories open in the panel when the job ends.
+
+Every action is a command of ``panels.crowd.commands`` (``crowd.add_box``, ``crowd.move_box``,
+``crowd.spawn_group``…): a click or a drag is turned into the command naming the element by
+its label ("building 2") and places in metres, and run through the registry, which reports a
+refusal (the editor's status line says it). The scene, its documents and the selection live
+in the commands' ``SceneSlot``; the editor draws them.
 """
 
 from __future__ import annotations
@@ -52,15 +58,24 @@ from PySide6.QtWidgets import (
 
 from engine.crowd.social_force import FitResult, fit_to_file, shared_recordings
 from engine.io.crowd import SocialForce, Tracks
+from panels.crowd.commands import (
+    SCENE_COMMANDS,
+    SCOPE,
+    CrowdState,
+    SceneSlot,
+    item_name,
+    own_registry,
+)
+from panels.crowd.model import CrowdModel
 from panels.crowd.scene import (
     BOX_KINDS,
     PARAMETERS,
     SceneEdit,
-    SceneError,
     SceneModel,
-    decode,
     simulate,
 )
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import CommandRegistry, Invocation, Refusal
 
 TOOLS = ("Select", "Building", "Obstacle", "Group", "Path", "Camera")
 BOX_PENS = {"buildings": (200, 170, 140), "obstacles": (150, 150, 220)}
@@ -77,25 +92,36 @@ class FitCancelled(Exception):
 class SceneEditor(QWidget):
     """``run_in_pool(work, done, failed)`` runs NumPy work off the main thread;
     ``current_frame()`` is the panel's clock; ``show_tracks(tracks)`` hands a simulation to the
-    panel; ``render(scene_path)`` submits the coarse render. ``changed`` fires after every
+    panel; ``render(scene_path)`` submits the coarse render when the editor is shown alone
+    (in the panel, ``state.submit`` does). ``commands`` and ``state`` are the panel's registry
+    and command target; alone, the editor makes its own. ``changed`` fires after every
     redraw (a new scene, an edit, a simulation)."""
 
     changed = Signal()
 
     def __init__(self, host: Any, run_in_pool: Callable, current_frame: Callable[[], int],
                  show_tracks: Callable[[Tracks], None], render: Callable[[Path], None],
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, commands: CommandRegistry | None = None,
+                 state: CrowdState | None = None) -> None:
         super().__init__(parent)
         self.host = host
         self.run_in_pool = run_in_pool
         self.current_frame = current_frame
         self.show_tracks = show_tracks
-        self.render_scene = render
-        self.model = SceneModel()
+        self.commands = commands if commands is not None else own_registry(host)
+        self._alone = state is None
+        if state is None:  # shown alone: the commands act on this editor's scene
+            state = CrowdState(CrowdModel(), host, scene=SceneSlot(host),
+                               submit=lambda method, params, inputs: render(
+                                   Path(inputs["scene"])))
+            self.commands.bind(SCOPE, state)
+        self.state = state
+        state.editor = self
+        self.slot = state.scene
+        self.slot.taken = self._on_taken
         self._unsubscribe_scene = self.model.events.connect("scene", self._on_scene)
         self._scene_shown = self.model.scene  # what the selection's index refers to
-        self._documents = {self.model.document}  # of the scene's steps ("Save as" adds one)
-        self.selection: tuple[str, int] | None = None
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self.pending: list[tuple[float, float]] = []  # clicks of a group, path or camera
         self.tracks: Tracks | None = None
         self._items: list[Any] = []
@@ -107,23 +133,41 @@ class SceneEditor(QWidget):
         self._build()
         self.redraw()
 
+    @property
+    def model(self) -> SceneModel:
+        """The scene edited (the commands' ``SceneSlot`` holds it)."""
+        return self.slot.model
+
+    @property
+    def selection(self) -> tuple[str, int] | None:
+        return self.slot.selection
+
+    @selection.setter
+    def selection(self, value: tuple[str, int] | None) -> None:
+        self.slot.selection = value
+
     # -- layout ----------------------------------------------------------------------------
 
     def _build(self) -> None:
         files = QHBoxLayout()
-        for text, slot in (("New scene", self.new_scene), ("Open scene…", self.choose_scene),
-                           ("Save scene as…", self.choose_save_path)):
+        new_button = QPushButton("New scene")
+        connect_button(new_button, self.commands, "crowd.new_scene")
+        files.addWidget(new_button)
+        for text, command_id, ask in (("Open scene…", "crowd.open_scene", self.choose_scene),
+                                      ("Save scene as…", "crowd.save_scene_as",
+                                       self.choose_save_path)):
             button = QPushButton(text)
-            button.clicked.connect(slot)
+            mark_argument(button, command_id)  # asks for the file, then runs the command
+            button.clicked.connect(ask)
             files.addWidget(button)
         self.simulate_button = QPushButton("Simulate")
         self.simulate_button.setToolTip("the social force on this scene, with its parameters "
                                         "(Social force)")
-        self.simulate_button.clicked.connect(self.simulate)
+        connect_button(self.simulate_button, self.commands, "crowd.simulate_scene")
         self.render_button = QPushButton("Render coarse")
         self.render_button.setToolTip("c2r.simulate with this scene: coarse RGB, depth and "
                                       "silhouettes along the camera path")
-        self.render_button.clicked.connect(self.render)
+        connect_button(self.render_button, self.commands, "crowd.render_scene")
         files.addWidget(self.simulate_button)
         files.addWidget(self.render_button)
         files.addStretch(1)
@@ -155,9 +199,10 @@ class SceneEditor(QWidget):
         self.height_box.setSuffix(" m")
         self.height_box.setToolTip("camera height of a new keyframe")
         self.finish_button = QPushButton("Finish path")
-        self.finish_button.clicked.connect(self.finish_path)
+        connect_button(self.finish_button, self.commands, "crowd.draw_path", self._path_args)
         self.delete_button = QPushButton("Delete")
-        self.delete_button.clicked.connect(self.delete_selection)
+        connect_button(self.delete_button, self.commands, "crowd.delete_scene_item",
+                       self._delete_args)
         for label, widget in (("tool", self.tool_box), ("people", self.count_box),
                               ("speed", self.speed_box), ("group", self.group_box),
                               ("camera height", self.height_box)):
@@ -196,6 +241,8 @@ class SceneEditor(QWidget):
         self.params_toggle.setCheckable(True)
         self.params_toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.params_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        connect(self.params_toggle.toggled, self.params_toggle, self.commands,
+                "crowd.show_social_force_parameters", lambda on: {"on": on})
         self.params_toggle.toggled.connect(self._show_parameters)
         self.params_status = QLabel("")
         self.params_status.setWordWrap(True)
@@ -230,49 +277,49 @@ class SceneEditor(QWidget):
 
     # -- files -----------------------------------------------------------------------------
 
-    def open_scene(self, path: str | os.PathLike) -> None:
-        """Edit the scene in ``path`` (a ``FormatError`` from the reader propagates); its
-        autosaved edits, if any, are restored."""
-        self._take_model(SceneModel(path))
-        restore = getattr(self.host, "restore_edits", None)
-        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
-        self.status.setText(f"{Path(path).name}" + (f": {restored} saved edit(s) restored"
-                                                    if restored else ""))
+    def _run(self, command_id: str, **args: Any) -> bool:
+        """Run a command as the user's action: True when it ran; a refusal is reported."""
+        return self.commands.trigger(command_id, **args) is not None
 
-    def new_scene(self) -> None:
-        """An empty scene, saved in the workspace (``crowd/scene-N.json``) so it can render."""
-        folder = scratch_folder(self.host)
-        number = 1
-        while (folder / f"scene-{number}.json").exists():
-            number += 1
-        model = SceneModel()
-        model.save(folder / f"scene-{number}.json")
-        self._take_model(model)
-        self.status.setText(f"new scene: {model.path}")
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """A scene command's outcome in the editor's status line: its refusal (a dragged box
+        snaps back), or what it did."""
+        if invocation.command.id not in SCENE_COMMANDS:
+            return
+        if invocation.refused:
+            self.status.setText(f"refused: {invocation.refused}")
+            self.redraw()
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
 
-    def save_as(self, path: str | os.PathLike) -> None:
-        self.model.save(path)
-        self.status.setText(f"saved {path}")
+    def open_scene(self, path: str | os.PathLike) -> bool:
+        """Edit the scene in ``path`` (``crowd.open_scene``); its autosaved edits, if any, are
+        restored. A file that cannot be read is reported and the scene shown stays."""
+        return self._run("crowd.open_scene", path=str(path))
 
-    def _take_model(self, model: SceneModel) -> None:
-        self._leave_scene()
-        self._fit += 1  # a fit or a simulation still running was for the scene before
+    def new_scene(self) -> bool:
+        """An empty scene, saved in the workspace (``crowd.new_scene``)."""
+        return self._run("crowd.new_scene")
+
+    def save_as(self, path: str | os.PathLike) -> bool:
+        return self._run("crowd.save_scene_as", path=str(path))
+
+    def _on_taken(self, model: SceneModel) -> None:
+        """The slot took another scene: follow its events, drop what was for the one before
+        (a fit or a simulation still running, clicks of a group or path, tracks)."""
+        self._unsubscribe_scene()
+        self._fit += 1
         self._simulation += 1
-        self.model = model
         self._unsubscribe_scene = model.events.connect("scene", self._on_scene)
         self._scene_shown = model.scene
-        self._documents = {model.document}
-        self.selection, self.pending, self.tracks = None, [], None
+        self.pending, self.tracks = [], None
         self.redraw()
         self.plot.autoRange()
 
     def choose_scene(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open crowd scene", "", "Scenes (*.json)")
         if path:
-            try:
-                self.open_scene(path)
-            except (ValueError, OSError) as exc:
-                self.host.show_error("Cannot open the scene", str(exc))
+            self.open_scene(path)
 
     def choose_save_path(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save the scene", "scene.json",
@@ -283,27 +330,23 @@ class SceneEditor(QWidget):
     # -- edits -----------------------------------------------------------------------------
 
     def push(self, propose: Callable[[], SceneEdit]) -> bool:
-        """Validate and push one edit; a refused edit is reported and changes nothing."""
+        """Validate and push one edit (a fit's result, tests); a refused edit is reported and
+        changes nothing."""
         try:
-            edit = propose()
-        except SceneError as exc:
+            label = self.slot.push(propose)
+        except Refusal as exc:
             self.status.setText(f"refused: {exc}")
             self.host.show_error("Invalid scene edit", str(exc))
             self.redraw()  # a dragged box snaps back
             return False
-        if self.model.path is None:
-            self.model.save(scratch_folder(self.host) / "scene.json")
-        self._documents.add(self.model.document)
-        self.host.push_edit(self.model.document, edit, self.model)
-        self.status.setText(edit.label)
+        self.status.setText(label)
         return True
 
     def click(self, x: float, y: float) -> None:
-        """A click at ground point (x, y) with the current tool."""
+        """A click at ground point (x, y) with the current tool, run as its command."""
         tool = self.tool_box.currentText()
         if tool in ("Building", "Obstacle"):
-            kind = BOX_KINDS[("Building", "Obstacle").index(tool)]
-            self.push(lambda: self.model.propose_add_box(kind, (x, y)))
+            self._run("crowd.add_box", kind=tool.lower(), at_m=[x, y])
         elif tool == "Select":
             self.select_at(x, y)
         elif tool == "Path":
@@ -318,24 +361,41 @@ class SceneEditor(QWidget):
         else:
             first, self.pending = self.pending[0], []
             if tool == "Group":
-                self.push(lambda: self.model.propose_spawn_group(
-                    self.count_box.value(), first, (x, y), speed_mps=self._chosen_speed()))
+                self._run("crowd.spawn_group", count=self.count_box.value(), at_m=list(first),
+                          goal_m=[x, y], speed_mps=self._chosen_speed())
             else:
-                height = self.height_box.value()
-                self.push(lambda: self.model.propose_camera_keyframe(
-                    self.current_frame(), (*first, height), (x, y, 0.0)))
+                self._run("crowd.add_camera_keyframe", frame=self.current_frame() + 1,
+                          position_m=[*first, self.height_box.value()], look_at_m=[x, y, 0.0])
 
-    def finish_path(self) -> None:
+    def _path_args(self) -> dict | None:
+        """The clicked points as ``crowd.draw_path``'s; None (said why) without any."""
         points, self.pending = self.pending, []
-        self.push(lambda: self.model.propose_path(self.group_box.value() - 1, points))
+        if not points:
+            self.status.setText("click the path's points with the Path tool first")
+            self.redraw()
+            return None
+        return {"group": f"group {self.group_box.value()}",
+                "points_m": [list(point) for point in points]}
+
+    def finish_path(self) -> bool:
+        args = self._path_args()
+        return args is not None and self._run("crowd.draw_path", **args)
 
     def cancel_pending(self) -> None:
         self.pending = []
         self.redraw()
 
-    def select_at(self, x: float, y: float) -> None:
-        self.selection = self.model.item_at(x, y, KEYFRAME_PICK_M)
-        self.redraw()
+    def select_at(self, x: float, y: float) -> bool:
+        """Select what a click at (x, y) picks (``crowd.select_scene_item`` by its label)."""
+        picked = self.model.item_at(x, y, KEYFRAME_PICK_M)
+        return self._run("crowd.select_scene_item",
+                         item=item_name(self.model.scene, *picked) if picked else None)
+
+    def selected_name(self) -> str | None:
+        """The selection as the editor labels it ('building 2'), or None."""
+        if self.selection is None:
+            return None
+        return item_name(self.model.scene, *self.selection)
 
     def _on_scene(self, scene) -> None:
         """An edit, its undo or its redo changed the scene: the selection follows its
@@ -344,12 +404,16 @@ class SceneEditor(QWidget):
         self.selection = followed(self.selection, before, scene)
         self.redraw()
 
-    def delete_selection(self) -> None:
-        if self.selection is None:
-            return
-        kind, index = self.selection
-        self.selection = None
-        self.push(lambda: self.model.propose_delete(kind, index))
+    def _delete_args(self) -> dict | None:
+        name = self.selected_name()
+        if name is None:
+            self.status.setText("select a building, obstacle, group or keyframe first")
+            return None
+        return {"item": name}
+
+    def delete_selection(self) -> bool:
+        args = self._delete_args()
+        return args is not None and self._run("crowd.delete_scene_item", **args)
 
     def selected_group(self) -> int | None:
         """The group the people and speed boxes edit: the selection, with the Select tool."""
@@ -361,12 +425,13 @@ class SceneEditor(QWidget):
     def _count_changed(self, count: int) -> None:
         group = self.selected_group()
         if group is not None and count != self.model.scene.groups[group].count:
-            self.push(lambda: self.model.propose_group_count(group, count))
+            self._run("crowd.set_group_count", group=f"group {group + 1}", count=count)
 
     def _speed_changed(self) -> None:
         group = self.selected_group()
         if group is not None and self._chosen_speed() != self.model.scene.groups[group].speed_mps:
-            self.push(lambda: self.model.propose_group_speed(group, self._chosen_speed()))
+            self._run("crowd.set_group_speed", group=f"group {group + 1}",
+                      speed_mps=self._chosen_speed())
 
     def _chosen_speed(self) -> float | None:
         """The speed box's value; None at its lowest ("scene's")."""
@@ -377,21 +442,25 @@ class SceneEditor(QWidget):
 
     def _params_chosen(self, index: int) -> None:
         """The user chose in the combo box: a fit still running is not wanted any more."""
-        self._fit += 1
+        self.cancel_fit()
         choice = self.params_box.itemData(index)
         if choice == FIT_FILE:
             path, _ = QFileDialog.getOpenFileName(self, "Fit the social force to tracks", "",
                                                   "Trajectories (*.txt *.csv *.tsv)")
             if path:
-                self.fit_to(Path(path))
+                self._run("crowd.fit_social_force", recording=path)
             else:
                 self._sync_params()
         elif getattr(choice, "name", choice) == self.model.params_source:
             self._sync_params()  # what the scene has already
         elif choice == "default":
-            self.push(lambda: self.model.propose_social_force(None))
+            self._run("crowd.reset_social_force")
         else:  # a shared recording
-            self.fit_to(choice)
+            self._run("crowd.fit_social_force", recording=str(choice))
+
+    def cancel_fit(self) -> None:
+        """A fit still running is not wanted any more (it stops at its next step)."""
+        self._fit += 1
 
     def fit_to(self, path: Path) -> None:
         """Fit the parameters to the recording ``path`` on the thread pool; the fit becomes
@@ -427,8 +496,7 @@ class SceneEditor(QWidget):
         """A parameter typed in its box (one edit; the parameters become "set by hand")."""
         if not np.isclose(value, getattr(self.model.params, name),
                           atol=0.5 * 10 ** -self.param_spins[name].decimals()):
-            self._fit += 1
-            self.push(lambda: self.model.propose_parameter(name, value))
+            self._run("crowd.set_social_force_parameter", name=name, value=value)
 
     def _sync_params(self) -> None:
         """The combo box, the parameter boxes and the speed box's "scene's" say what the
@@ -474,20 +542,19 @@ class SceneEditor(QWidget):
 
     def drag_box(self, kind: str, index: int, center: tuple[float, float],
                  size: tuple[float, float]) -> bool:
-        """A box dragged (moved) or its handle pulled (resized) to ``center`` and ``size``;
-        a box that no longer exists is refused (no edit), the selection cleared."""
+        """A box dragged (moved) or its handle pulled (resized) to ``center`` and ``size``:
+        ``crowd.move_box`` or ``crowd.resize_box`` naming it by its label. A box that no longer
+        exists is refused (no edit), the selection cleared."""
         boxes = getattr(self.model.scene, kind, None) if kind in BOX_KINDS else None
+        name = item_name(self.model.scene, kind, index) if kind in BOX_KINDS else \
+            f"{kind} {index + 1}"
         if boxes is None or not 0 <= index < len(boxes):
             self.selection = None
-            message = f"{kind} {index + 1} does not exist any more"
-            self.status.setText(f"refused: {message}")
-            self.host.show_error("Invalid scene edit", message)
-            self.redraw()
-            return False
+            return self._run("crowd.move_box", item=name, to_m=list(center))
         self.selection = (kind, index)
-        if np.allclose(size, getattr(self.model.scene, kind)[index].size):
-            return self.push(lambda: self.model.propose_move_box(kind, index, center))
-        return self.push(lambda: self.model.propose_resize_box(kind, index, size, center))
+        if np.allclose(size, boxes[index].size):
+            return self._run("crowd.move_box", item=name, to_m=list(center))
+        return self._run("crowd.resize_box", item=name, size_m=list(size), at_m=list(center))
 
     def _box_dragged(self, kind: str, index: int, roi: pg.RectROI) -> None:
         (x0, y0), (w, d) = roi.pos(), roi.size()
@@ -504,11 +571,15 @@ class SceneEditor(QWidget):
 
     # -- simulation ------------------------------------------------------------------------
 
-    def simulate(self) -> None:
-        """The social force on the scene as it is now, off the main thread."""
+    def simulate(self) -> bool:
+        """The social force on the scene as it is now (``crowd.simulate_scene``)."""
+        return self._run("crowd.simulate_scene")
+
+    def start_simulation(self) -> str:
+        """Simulate on the thread pool; the tracks, once walked, are drawn and handed to the
+        panel (a scene changed in the meantime drops them)."""
         self._simulation += 1
         generation, scene = self._simulation, self.model.scene
-        self.status.setText(f"simulating {scene.agents} people for {scene.frames} frames…")
 
         def done(tracks: Tracks) -> None:
             if generation == self._simulation:
@@ -522,11 +593,11 @@ class SceneEditor(QWidget):
                 self.status.setText(f"simulation failed: {message}")
 
         self.run_in_pool(lambda: simulate(scene), done, failed)
+        return f"simulating {scene.agents} people for {scene.frames} frames…"
 
-    def render(self) -> None:
-        if self.model.path is None:
-            self.model.save(scratch_folder(self.host) / "scene.json")
-        self.render_scene(self.model.path)
+    def render(self) -> bool:
+        """``crowd.render_scene``: the coarse render of the scene, saved first if new."""
+        return self._run("crowd.render_scene")
 
     # -- drawing ---------------------------------------------------------------------------
 
@@ -609,18 +680,17 @@ class SceneEditor(QWidget):
         self._items.append(item)
 
     def _leave_scene(self) -> None:
-        """The scene stops changing (a step still somewhere must not rewrite its file) and its
-        steps leave the window's history, so Undo reaches the edits still shown."""
+        """The scene stops changing and its steps leave the window's history (the slot's
+        ``leave``); the editor stops following it."""
         self._unsubscribe_scene()
         self._unsubscribe_scene = lambda: None  # closing twice leaves nothing more
-        self.model.close()
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        for document in sorted(self._documents) if callable(forget) else ():
-            forget(document)
-        self._documents = set()
+        self.slot.leave()
 
     def closeEvent(self, event) -> None:
         self._leave_scene()
+        self._stop_listening()
+        if self._alone:
+            self.commands.unbind(SCOPE, self.state)
         self._fit += 1  # a running fit stops at its next step
         super().closeEvent(event)
 
@@ -658,10 +728,3 @@ def _bounds(name: str, decimals: int) -> tuple[float, float]:
         elif hasattr(rule, "le"):
             high = rule.le
     return low, high
-
-
-def scratch_folder(host: Any) -> Path:
-    """The workspace's ``crowd`` folder (or a run folder when the host has no workspace)."""
-    workspace = getattr(host, "workspace_path", None)
-    return Path(workspace()) / "crowd" if callable(workspace) else Path(
-        host.run_dir("crowd-edits"))

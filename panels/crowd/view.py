@@ -20,6 +20,11 @@ Beside the track map, two more tabs: the scene editor (``panels.crowd.scene_edit
 scene JSON edited from above, undoable, simulated on the thread pool, rendered coarsely by
 ``c2r.simulate``) and the camera path in 3-D (``panels.crowd.camera3d``, vispy; where OpenGL
 cannot draw, the tab says why), whose marked camera follows the clock.
+Every button, box and drag runs a command of ``panels.crowd.commands`` through the window's
+registry (``crowd.open``, ``crowd.set_frame``, ``crowd.move_person``, ``crowd.export_video``…),
+naming clips, people and scene elements as the panel shows them; the view keeps layout and
+display. ``view_state`` / ``restore_view_state`` save and restore what is open and how it is
+shown (sessions).
 Nothing here imports torch: the methods run in the engine.
 """
 
@@ -52,30 +57,34 @@ from PySide6.QtWidgets import (
 )
 
 from engine import provenance
-from engine.io import FormatError, detect
-from engine.io.crowd import Tracks, read_tracks
+from engine.io.crowd import Tracks
+from panels.crowd.commands import (
+    MODES,
+    SCOPE,
+    TABS,
+    CrowdState,
+    own_registry,
+    write_tracks_csv,
+)
 from panels.crowd.metrics import FrameMetrics, clip_metrics
 from panels.crowd.model import (
     MAP_SIZE_PX,
     CrowdModel,
     Marker,
-    MoveWaypoint,
-    SetPrompt,
     decode,
 )
-from panels.crowd.scene_editor import SceneEditor, scratch_folder
+from panels.crowd.scene_editor import SceneEditor
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import Invocation
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
 from studio.widgets.images import png_bytes
 
 VIEW_HEIGHT_PX = 256
-TRACK_FORMATS = ("trajectories",)
-SCENE_FORMATS = ("crowd-scene",)
 RUN_OUTPUTS = {"coarse_rgb": "coarse", "coarse_frames": "coarse", "frames": "generated"}
-MODE_SIDE_BY_SIDE, MODE_WIPE = "Side by side", "Wipe"
-GENERATE_METHOD = "c2r.generate"
+MODE_SIDE_BY_SIDE, MODE_WIPE = MODES["side by side"], MODES["wipe"]
 
 
 class _Signals(QObject):
@@ -203,7 +212,11 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         super().__init__(parent)
         self.host = host
         self.model = CrowdModel()
-        self.checkpoint: str | None = None  # the last c2r.train checkpoint folder
+        self.commands = own_registry(host)
+        self.state = CrowdState(self.model, host, view=self,
+                                submit=lambda method, params, inputs: self.run_method(
+                                    method, params, inputs))
+        self.commands.bind(SCOPE, self.state)
         self.metrics: FrameMetrics | None = None
         self.wipe_position = 0.5
         self._metrics_generation = 0
@@ -215,6 +228,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.timer = QTimer(self)
         self.timer.timeout.connect(lambda: self.model.step(1, wrap=True))
         self._build()
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self.model.events.connect("frame", lambda index: self._on_frame(index))
         self.model.events.connect("clips", lambda names: self._on_content())
         self.model.events.connect("tracks", lambda count: self._on_content())
@@ -225,34 +239,49 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.setAcceptDrops(True)
         self.redraw()
 
+    @property
+    def checkpoint(self) -> str | None:
+        """The last c2r.train checkpoint folder (what ``crowd.regenerate`` needs)."""
+        return self.state.checkpoint
+
+    @checkpoint.setter
+    def checkpoint(self, folder: str | None) -> None:
+        self.state.checkpoint = folder
+
     # -- layout ----------------------------------------------------------------------------
 
     def _build(self) -> None:
+        registry = self.commands
         bar = QHBoxLayout()
         self.open_clip_button = QPushButton("Open clip…")
         self.open_clip_button.clicked.connect(self.choose_clip)
         self.open_tracks_button = QPushButton("Open tracks…")
         self.open_tracks_button.clicked.connect(self.choose_tracks)
+        for button in (self.open_clip_button, self.open_tracks_button):
+            mark_argument(button, "crowd.open")  # asks for the file, then runs the command
         self.back_button = QPushButton("◀")
-        self.back_button.clicked.connect(lambda: self.model.step(-1))
+        connect_button(self.back_button, registry, "crowd.step", lambda: {"frames": -1})
         self.play_button = QPushButton("Play")
         self.play_button.setCheckable(True)
-        self.play_button.toggled.connect(self.play)
+        connect(self.play_button.toggled, self.play_button, registry, "crowd.play",
+                lambda on: {"on": on})
         self.forward_button = QPushButton("▶")
-        self.forward_button.clicked.connect(lambda: self.model.step(1))
+        connect_button(self.forward_button, registry, "crowd.step", lambda: {"frames": 1})
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self.slider.valueChanged.connect(self.model.set_frame)
+        connect(self.slider.valueChanged, self.slider, registry, "crowd.set_frame",
+                lambda value: {"frame": value + 1})
         self.frame_label = QLabel("")
         self.simulate_button = QPushButton("Simulate demo scene")
         self.simulate_button.setToolTip("c2r.simulate: the demo scene, fitted to ETH/UCY tracks")
-        self.simulate_button.clicked.connect(lambda: self.run_method("c2r.simulate", {}))
+        connect_button(self.simulate_button, registry, "crowd.simulate_demo")
         self.export_button = QPushButton("Export PNG…")
+        mark_argument(self.export_button, "crowd.export_figure")
         self.export_button.clicked.connect(self.choose_export_path)
         for widget in (self.open_clip_button, self.open_tracks_button, self.back_button,
                        self.play_button, self.forward_button, self.slider, self.frame_label,
                        self.simulate_button, self.export_button):
             bar.addWidget(widget)
-        self.clips_label = PointerLabel(self._wipe_to, self._wipe_to, lambda x, y: None)
+        self.clips_label = PointerLabel(self._wipe_to, self._wipe_to, self._wipe_released)
         self.clips_label.setText("Drop videos, frame folders or trajectory files here")
         self.clips_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.clip_names = QLabel("")
@@ -266,7 +295,9 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         left_layout.addWidget(self.clip_names)
         left_layout.addWidget(self.clips_label, 1)
         self.scene_editor = SceneEditor(self.host, self.run_in_pool, lambda: self.model.frame,
-                                        self.show_simulation, self.render_scene)
+                                        self.show_simulation,
+                                        lambda _path: None,  # the state submits renders
+                                        commands=registry, state=self.state)
         self.side_tabs = QTabWidget()
         self.side_tabs.addTab(self.map_label, "Track map")
         self.side_tabs.addTab(self.scene_editor, "Scene editor")
@@ -276,9 +307,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.camera_placeholder.setWordWrap(True)
         QVBoxLayout(self.camera_tab).addWidget(self.camera_placeholder)
         self.side_tabs.addTab(self.camera_tab, "Camera 3D")
-        self.side_tabs.currentChanged.connect(
-            lambda _: self.show_camera_view() if self.side_tabs.currentWidget()
-            is self.camera_tab else None)
+        connect(self.side_tabs.currentChanged, self.side_tabs, registry, "crowd.show_tab",
+                lambda index: {"tab": self.side_tabs.tabText(index).lower()})
         self.scene_editor.changed.connect(self.update_camera_view)
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(left)
@@ -307,18 +337,33 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         # a run's tracks never replace the open ones unasked (panels.widgets.job_output)
         self.outputs = RunOutputs(self, self._open_run_tracks, self._open_tracks_name,
                                   self.status.setText)
+        mark_argument(self.outputs.button, "crowd.open")
         status_row.addWidget(self.outputs.button)
         layout.addLayout(status_row)
+        self._route_scene_exports()
+
+    def _route_scene_exports(self) -> None:
+        """A plot's right-click "Export..." is pyqtgraph's own exporter, which writes no
+        provenance: it opens the panel's export (``crowd.export_figure``) as the button does."""
+        for view in self.findChildren(pg.GraphicsView):
+            for action in view.scene().contextMenu:
+                if action.text().startswith("Export"):
+                    action.triggered.disconnect()
+                    action.triggered.connect(lambda _checked=False: self.choose_export_path())
+                    mark_argument(action, "crowd.export_figure")
 
     def _build_compare_bar(self) -> QHBoxLayout:
         row = QHBoxLayout()
         self.mode_box = QComboBox()
         self.mode_box.addItems([MODE_SIDE_BY_SIDE, MODE_WIPE])
-        self.mode_box.currentTextChanged.connect(lambda _: self.redraw())
+        connect(self.mode_box.currentTextChanged, self.mode_box, self.commands, "crowd.set_mode",
+                lambda text: {"mode": text.lower()})
         self.wipe_left = QComboBox()
         self.wipe_right = QComboBox()
         for box in (self.wipe_left, self.wipe_right):
-            box.currentTextChanged.connect(lambda _: self.redraw())
+            connect(box.currentTextChanged, box, self.commands, "crowd.set_wipe_clips",
+                    lambda _text: {"left": self.wipe_left.currentText(),
+                                   "right": self.wipe_right.currentText()})
         row.addWidget(self.mode_box)
         row.addWidget(QLabel("wipe:"))
         row.addWidget(self.wipe_left)
@@ -337,15 +382,20 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.export_video_button.clicked.connect(lambda: self._ask_path(
             "Export the view as video", "clip.mp4", "MP4 (*.mp4);;GIF (*.gif)",
             self.export_video))
+        mark_argument(self.export_video_button, "crowd.export_video")
         self.export_frames_button = QPushButton("Export PNG frames…")
         self.export_frames_button.clicked.connect(self.choose_frames_folder)
+        mark_argument(self.export_frames_button, "crowd.export_frames")
         self.overlays_box = QCheckBox("overlays")
         self.overlays_box.setChecked(True)
         self.overlays_box.setToolTip("burn the tracks with their ids into PNG, MP4 and GIF "
                                      "exports (over pixel tracks' clip, else the map beside it)")
+        connect(self.overlays_box.toggled, self.overlays_box, self.commands,
+                "crowd.set_overlays", lambda on: {"on": on})
         self.export_csv_button = QPushButton("Export tracks CSV…")
         self.export_csv_button.clicked.connect(lambda: self._ask_path(
             "Export trajectories", "tracks.csv", "CSV (*.csv)", self.export_tracks_csv))
+        mark_argument(self.export_csv_button, "crowd.export_tracks")
         row.addWidget(QLabel("frames"))
         row.addWidget(self.range_start)
         row.addWidget(QLabel("to"))
@@ -360,35 +410,37 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         row = QHBoxLayout()
         self.prompt_edit = QLineEdit()
         self.prompt_edit.setPlaceholderText("prompt of the next generation (empty: the scene's)")
-        self.prompt_edit.editingFinished.connect(lambda: self.edit_prompt(
-            self.prompt_edit.text()))
+        connect(self.prompt_edit.editingFinished, self.prompt_edit, self.commands,
+                "crowd.set_prompt", lambda: self._prompt_args(self.prompt_edit.text()))
         self.regenerate_button = QPushButton("Regenerate frames")
         self.regenerate_button.setToolTip("c2r.generate with this prompt and the edited tracks, "
                                           "for the frame range (needs a c2r.train checkpoint)")
-        self.regenerate_button.clicked.connect(self.regenerate)
+        connect_button(self.regenerate_button, self.commands, "crowd.regenerate")
         row.addWidget(QLabel("prompt"))
         row.addWidget(self.prompt_edit, 1)
         row.addWidget(self.regenerate_button)
         return row
 
-    # -- opening files ---------------------------------------------------------------------
+    # -- commands: the wrappers tests, drops and the window call -----------------------------
 
-    def open_file(self, path: str | os.PathLike, name: str | None = None) -> None:
-        path = Path(path)
-        try:
-            kind = detect(path).name if path.suffix.lower() != ".npy" else None
-            if kind in SCENE_FORMATS:
-                self.scene_editor.open_scene(path)
-                self.side_tabs.setCurrentWidget(self.scene_editor)
-            elif kind in TRACK_FORMATS:
-                self.take_tracks(read_tracks(path))
-                restored = self.restore_edits()
-                if restored:
-                    self.status.setText(f"{path.name}: {restored} saved edit(s) restored")
-            else:
-                self.model.load_clip(name or path.stem, path)
-        except (FormatError, ValueError, OSError) as exc:
-            self.host.show_error("Cannot open", str(exc))
+    def _run(self, command_id: str, **args: Any) -> bool:
+        """Run a command as a user's action: True when it ran; a refusal is reported."""
+        return self.commands.trigger(command_id, **args) is not None
+
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """A crowd command's outcome in the status line: its refusal (a dragged person goes
+        back), or what it said."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused:
+            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
+            self.redraw()
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
+
+    def open_file(self, path: str | os.PathLike, name: str | None = None) -> bool:
+        """A clip, trajectories or a scene (``crowd.open``); problems are reported."""
+        return self._run("crowd.open", path=str(path), name=name)
 
     def choose_clip(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open clip", "",
@@ -406,11 +458,26 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     # -- playback and drawing --------------------------------------------------------------
 
     def play(self, playing: bool) -> None:
+        """Start or stop the clock (``crowd.play`` calls this); the button follows."""
+        self.play_button.blockSignals(True)
+        self.play_button.setChecked(playing)
+        self.play_button.blockSignals(False)
         self.play_button.setText("Pause" if playing else "Play")
         if playing:
             self.timer.start(max(1, int(1000 / max(self.model.fps, 1e-3))))
         else:
             self.timer.stop()
+
+    def show_tab(self, tab: str) -> None:
+        """One of the side tabs (``crowd.show_tab``); the camera tab builds its 3-D view, or
+        says in the tab why it cannot."""
+        index = list(TABS).index(tab)
+        if self.side_tabs.currentIndex() != index:
+            self.side_tabs.blockSignals(True)
+            self.side_tabs.setCurrentIndex(index)
+            self.side_tabs.blockSignals(False)
+        if self.side_tabs.currentWidget() is self.camera_tab:
+            self.show_camera_view()
 
     def _on_frame(self, index: int) -> None:
         self.redraw()
@@ -423,7 +490,9 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     def show_camera_view(self) -> bool:
         """Make (once) and fill the 3-D camera view; False, with the reason shown in its tab,
         where OpenGL cannot draw it."""
+        self.side_tabs.blockSignals(True)
         self.side_tabs.setCurrentWidget(self.camera_tab)
+        self.side_tabs.blockSignals(False)
         if self.camera_view is None:
             from panels.widgets.gl import gl_problem
 
@@ -537,7 +606,19 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     # -- wipe ------------------------------------------------------------------------------
 
     def set_mode(self, mode: str) -> None:
+        """"Side by side" or "Wipe" (``crowd.set_mode`` calls this)."""
+        self.mode_box.blockSignals(True)
         self.mode_box.setCurrentText(mode)
+        self.mode_box.blockSignals(False)
+        self.redraw()
+
+    def set_wipe_clips(self, left: str, right: str) -> None:
+        """The clips either side of the divider, by name (``crowd.set_wipe_clips``)."""
+        for box, name in ((self.wipe_left, left), (self.wipe_right, right)):
+            box.blockSignals(True)
+            box.setCurrentText(name)
+            box.blockSignals(False)
+        self.redraw()
 
     def wipe_pair(self) -> tuple[str, str, float] | None:
         left, right = self.wipe_left.currentText(), self.wipe_right.currentText()
@@ -551,9 +632,17 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.redraw()
 
     def _wipe_to(self, x: float, y: float) -> None:
+        """The divider follows the mouse while it is down (drawn only)."""
         pixmap = self.clips_label.pixmap()
         if self.wipe_pair() is not None and pixmap is not None and pixmap.width():
             self.set_wipe_position(x / pixmap.width())
+
+    def _wipe_released(self, x: float, y: float) -> None:
+        """Where the mouse let the divider go is the command (``crowd.set_wipe_position``)."""
+        pixmap = self.clips_label.pixmap()
+        if self.wipe_pair() is not None and pixmap is not None and pixmap.width():
+            self._run("crowd.set_wipe_position",
+                      position=float(np.clip(x / pixmap.width(), 0.0, 1.0)))
 
     def current_image(self, overlays: bool = True) -> QImage:
         """The clips side by side (or wiped), tracks in pixels drawn over the first clip."""
@@ -643,26 +732,33 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         """(stop - start, H, W, 3): ``export_image`` at each frame of the range."""
         return self.model.frames_over(start, stop, lambda: to_rgb(self.export_image()))
 
-    def export_video(self, path: str | os.PathLike) -> None:
-        """The view (side by side or wiped, with overlays when on) over the frame range as
-        MP4 or GIF, encoded on the worker thread."""
-        try:
-            frames = self.export_frames_rgb(*self.frame_range())
-        except ValueError as exc:
-            self.host.show_error("Export failed", str(exc))
-            return
-        record = self.export_provenance(self.frame_range())
-        self._export(lambda: with_sidecar(self.model.export_video(path, frames), record), path)
+    def export_video(self, path: str | os.PathLike) -> bool:
+        """The view over the range boxes' frames as MP4 or GIF (``crowd.export_video``)."""
+        return self._run("crowd.export_video", path=str(path))
 
-    def export_frames(self, folder: str | os.PathLike) -> None:
-        """PNG frames of the view over the frame range: ``frame_0001.png`` ..."""
-        start, stop = self.frame_range()
-        try:
-            frames = self.export_frames_rgb(start, stop)
-        except ValueError as exc:
-            self.host.show_error("Export failed", str(exc))
-            return
-        encoded = [rgb_png(frame) for frame in frames]  # QImage encoding: main thread
+    def export_frames(self, folder: str | os.PathLike) -> bool:
+        """PNG frames of the view over the range boxes' frames (``crowd.export_frames``)."""
+        return self._run("crowd.export_frames", folder=str(folder))
+
+    def export_tracks_csv(self, path: str | os.PathLike) -> bool:
+        return self._run("crowd.export_tracks", path=str(path))
+
+    def write_video(self, path: str | os.PathLike, frames: tuple[int, int]) -> None:
+        """The view (side by side or wiped, with overlays when on) over ``frames`` (start,
+        stop) as MP4 or GIF, encoded on the worker thread, its sidecar written first."""
+        rgb = self.export_frames_rgb(*frames)
+        record = self.export_provenance(frames)
+
+        def write() -> Path:
+            provenance.write_sidecar(path, record)
+            return self.model.export_video(path, rgb)
+
+        self._export(write, path)
+
+    def write_frames(self, folder: str | os.PathLike, frames: tuple[int, int]) -> None:
+        """PNG frames of the view over ``frames``: ``frame_0001.png`` ..."""
+        start, stop = frames
+        encoded = [rgb_png(frame) for frame in self.export_frames_rgb(start, stop)]
         target = Path(folder)
         record = self.export_provenance((start, stop))
 
@@ -674,9 +770,10 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
 
         self._export(write, folder)
 
-    def export_tracks_csv(self, path: str | os.PathLike) -> None:
+    def write_tracks(self, path: str | os.PathLike) -> None:
         record = self.export_provenance()
-        self._export(lambda: with_sidecar(self.model.export_tracks_csv(path), record), path)
+        model = self.model
+        self._export(lambda: write_tracks_csv(model, path, record), path)
 
     def _export(self, write: Callable[[], Any], target: str | os.PathLike) -> None:
         self.status.setText(f"Exporting {target}…")
@@ -697,10 +794,13 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
 
     # -- edits -----------------------------------------------------------------------------
 
-    def edit_prompt(self, text: str) -> None:
-        if text != self.model.prompt:
-            self.host.push_edit(self.model.document, SetPrompt(text, self.model.prompt),
-                                self.model)
+    def _prompt_args(self, text: str) -> dict | None:
+        return {"text": text} if text != self.model.prompt else None
+
+    def edit_prompt(self, text: str) -> bool:
+        """The prompt of the next generation (``crowd.set_prompt``, undoable)."""
+        args = self._prompt_args(text)
+        return args is not None and self._run("crowd.set_prompt", **args)
 
     def _show_prompt(self, text: str) -> None:
         if self.prompt_edit.text() != text:
@@ -721,6 +821,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.map_label.setPixmap(QPixmap.fromImage(image))
 
     def _release_map(self, x: float, y: float) -> None:
+        """A person dragged on the map: ``crowd.move_person`` to where the mouse let go."""
         chosen, self._dragging = self._dragging, None
         if chosen is None or (x, y) == self._drag_start:
             self.redraw()
@@ -728,18 +829,14 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         self.move_waypoint(*chosen, self.model.map_to_world(x, y))
 
     def move_waypoint(self, ped: int, frame_id: int, xy: tuple[float, float]) -> bool:
-        """Move a person's sample (one undoable edit); a person or sample that the open
-        tracks do not have is refused with the reason, and nothing changes."""
-        try:
-            previous = self.model.waypoint(ped, frame_id)
-        except ValueError as exc:
-            self.status.setText(f"refused: {exc}")
-            self.host.show_error("Cannot move the person", str(exc))
-            self.redraw()
-            return False
-        command = MoveWaypoint(ped, frame_id, (float(xy[0]), float(xy[1])), previous)
-        self.host.push_edit(self.model.document, command, self.model)
-        return True
+        """Move a person's sample (``crowd.move_person``, one undoable edit); a person or
+        sample that the open tracks do not have is refused with the reason."""
+        return self._run("crowd.move_person", person=int(ped), frame=int(frame_id),
+                         to=[float(xy[0]), float(xy[1])])
+
+    def drop_pick(self) -> None:
+        """Other tracks open: a person picked on the map is not theirs."""
+        self._dragging = None
 
     def _open_tracks_name(self) -> str | None:
         """The open tracks' file, as the keep-or-open question names it; None: none open."""
@@ -751,36 +848,18 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         return self.model.tracks is not None and Path(self.model.tracks.path) == Path(path)
 
     def take_tracks(self, tracks: Tracks) -> None:
-        """Show ``tracks`` in place of the open ones. The edits of those (moved people, the
-        prompt) leave the window's history, whose undo would otherwise move people of these
-        tracks or fail on them; they stay autosaved, replayed when that file opens again."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if callable(forget):
-            forget(self.model.document)
-        self._dragging = None
-        self.model.set_prompt("")  # the prompt is an edit of the tracks' document
-        self.model.set_tracks(tracks)
+        """Show ``tracks`` in place of the open ones (their edits leave the history)."""
+        self.state.take_tracks(tracks)
 
     def restore_edits(self) -> int:
         """Replay the autosaved edits of the open tracks (after a crash)."""
         restore = getattr(self.host, "restore_edits", None)
         return restore(self.model.document, self.model, decode) if callable(restore) else 0
 
-    def regenerate(self) -> None:
-        """``c2r.generate`` with the prompt, the (edited) tracks and the frame range."""
-        if self.checkpoint is None:
-            self.host.show_error(GENERATE_METHOD, "train a renderer first (c2r.train): "
-                                 "regenerating needs its checkpoint")
-            return
-        start, stop = self.frame_range()
-        inputs = {"checkpoint": self.checkpoint}
-        if self.model.tracks is not None and self.model.tracks.units == "m":
-            inputs["tracks"] = str(self._write_scratch_tracks())
-        self.run_method(GENERATE_METHOD, {"prompt": self.model.prompt, "start_frame": start,
-                                          "max_frames": max(1, stop - start)}, inputs)
-
-    def _write_scratch_tracks(self) -> Path:
-        return self.model.export_tracks_csv(scratch_folder(self.host) / "edited_tracks.csv")
+    def regenerate(self) -> bool:
+        """``crowd.regenerate``: c2r.generate with the prompt, the (edited) tracks and the
+        frame range."""
+        return self._run("crowd.regenerate")
 
     # -- the scene editor ------------------------------------------------------------------
 
@@ -788,19 +867,11 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         """An edited scene's simulated tracks become the panel's tracks (map, clock)."""
         self.take_tracks(tracks)
 
-    def render_scene(self, scene_path: Path) -> None:
-        """``c2r.simulate`` on the edited scene: its coarse clip and tracks open here."""
-        frames = self.scene_editor.model.scene.frames
-        self.run_method("c2r.simulate", {"fit": False, "max_frames": min(frames, 2000)},
-                        {"scene": str(scene_path)})
-
     def choose_export_path(self) -> None:
         choice = ask_export(self, "Export the frame", "frame.png", self.metrics_label.text())
         if choice is not None:
-            try:
-                self.export_figure(choice.path, choice.dpi, choice.caption)
-            except (OSError, ValueError) as exc:
-                self.host.show_error("Export failed", str(exc))
+            self._run("crowd.export_figure", path=str(choice.path), dpi=choice.dpi,
+                      caption=choice.caption)
 
     # -- engine jobs -----------------------------------------------------------------------
 
@@ -825,7 +896,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
                 self.model.add_clip(name, splice(self.model.clips[name], frames, start),
                                     self.model.clip_sources.get(name))
             else:
-                self.open_file(folder / outputs[key], name)
+                with self.commands.nested():  # the run's doing, not a line of the user's
+                    self.open_file(folder / outputs[key], name)
         if isinstance(outputs.get("trajectories"), str):
             self.outputs.offer(folder / outputs["trajectories"], f"{method} ({job})")
 
@@ -843,6 +915,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     def closeEvent(self, event) -> None:
         self.timer.stop()
         self.scene_editor.close()
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
         self.jobs.close()
         self.pool.waitForDone(5000)
         super().closeEvent(event)
