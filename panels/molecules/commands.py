@@ -390,9 +390,14 @@ def open_output(state: MoleculesState, args: PathArgs) -> bool:
 
 
 def search(state: MoleculesState, args: SmartsArgs) -> int:
+    """How many molecules hold the substructure; a bad pattern is refused before the search
+    shown is forgotten."""
+    from rdkit import Chem
+
     _opened(state)
-    hits = _read(lambda: state.model.search(args.smarts))
-    return len(hits)
+    if args.smarts.strip() and Chem.MolFromSmarts(args.smarts.strip()) is None:
+        raise Refusal(f"not a valid SMARTS pattern: {args.smarts!r}")
+    return len(state.model.search(args.smarts))
 
 
 def sort_by(state: MoleculesState, args: SortArgs) -> bool:
@@ -580,10 +585,17 @@ def export_grid(state: MoleculesState, args: FigureArgs) -> str:
 
 
 def export_histogram(state: MoleculesState, args: FigureArgs) -> str:
+    """The histogram is drawn on its tab (shown for it); refused, the tab shown before
+    comes back."""
     _opened(state)
     view = _view(state, "draw the histogram")
-    return _figure(lambda: view.export_histogram(args.path, args.dpi, args.caption),
-                   args.path, args.dpi)
+    tab = view.tabs.currentIndex()
+    try:
+        return _figure(lambda: view.export_histogram(args.path, args.dpi, args.caption),
+                       args.path, args.dpi)
+    except Refusal:
+        view.tabs.setCurrentIndex(tab)
+        raise
 
 
 def export_curve(state: MoleculesState, args: FigureArgs) -> str:

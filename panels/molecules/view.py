@@ -1255,8 +1255,10 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _sort_chosen(self, column: str, descending: bool) -> None:
         """A header click: ``molecules.sort_by`` (Qt also sorts when sorting is switched on,
         with nothing open: nothing to run)."""
-        if not self.model.entries:
-            return
+        key = {"SMILES": "smiles"}.get(column, column)
+        if not self.model.entries or self.model.sort_key == (key, descending) or \
+                (column == "#" and self.model.sort_key is None):
+            return  # sorted so already (``sortByColumn`` asks the model twice)
         args = {"descending": True} if descending else {}
         self.commands.trigger("molecules.sort_by", column=column, **args)
 
