@@ -25,7 +25,7 @@ import numpy as np
 import pyqtgraph as pg
 from pyqtgraph.Qt import internals
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, QTimer
-from PySide6.QtGui import QColor, QImage, QPainter, QTransform
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QTransform
 
 from engine.vlsi.def_ import SEG, VIA
 from panels.routing.geometry import (
@@ -589,6 +589,7 @@ class LayoutCanvas(pg.PlotWidget):
         self.model = model
         self.setLabel("bottom", "x", units="µm")
         self.setLabel("left", "y", units="µm")
+        self._fix_left_ruler_width()
         self.showGrid(False, False)
         self.overlay_on = {name: name not in DEFAULT_OFF for name in OVERLAYS}
         self.raster = LayerRaster()   # every layer's wires and vias
@@ -626,6 +627,15 @@ class LayoutCanvas(pg.PlotWidget):
         self.guides.setZValue(1)  # over the heat map and the cells, under the wires
         self.addItem(self.guides)
         self.congestion_map: np.ndarray | None = None
+
+    def _fix_left_ruler_width(self) -> None:
+        """The y ruler as wide as its widest label ("-88888.8" µm) from the start: grown to
+        fit each new label, it made the plot narrower while zooming (the view shifted under
+        the mouse and every kept frame was redrawn)."""
+        axis = self.getAxis("left")
+        font = axis.style.get("tickFont") or self.font()
+        widest = QFontMetrics(font).horizontalAdvance("-88888.8")
+        axis.setWidth(widest + axis.style["tickTextOffset"][0] + 30)  # ticks and the label
 
     def _add(self, item):
         self.addItem(item)
