@@ -912,6 +912,103 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         else:
             self.model.control_silhouettes = None
 
+    # -- sessions (issue 39): what is open and how it is shown -----------------------------
+
+    def view_state(self) -> dict:
+        """The view as JSON: clips, tracks and scene by absolute path, the frame (from 1), the
+        comparison, overlays, export range, side tab, the scene editor's tool, selection (by
+        label) and zoom (``restore_view_state`` reads it)."""
+        model, editor = self.model, self.scene_editor
+        tracks = model.tracks
+        # the range asked for (the locked aspect widens one axis to the plot's shape)
+        (x0, x1), (y0, y1) = editor.plot.getPlotItem().vb.targetRange()
+        return {
+            "clips": [{"name": name, "path": model.clip_sources.get(name)}
+                      for name in model.clips],
+            "tracks": str(Path(tracks.path).resolve()) if tracks is not None and tracks.path
+            else None,
+            "scene": str(editor.model.path.resolve()) if editor.model.path is not None
+            else None,
+            "frame": model.frame + 1,
+            "mode": self.mode_box.currentText().lower(),
+            "wipe": [self.wipe_left.currentText(), self.wipe_right.currentText()],
+            "wipe_position": self.wipe_position,
+            "overlays": self.overlays_box.isChecked(),
+            "range": [self.range_start.value(), self.range_end.value()],
+            "tab": self.side_tabs.tabText(self.side_tabs.currentIndex()).lower(),
+            "scene_tool": editor.tool_box.currentText(),
+            "scene_selection": editor.selected_name(),
+            "scene_zoom_m": {"x": [x0, x1], "y": [y0, y1]},
+            "parameters_shown": editor.params_toggle.isChecked(),
+            "checkpoint": self.checkpoint,
+        }
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way; a sentence for each part
+        that could not be restored (a file gone, a clip or element this data lacks)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args: Any) -> bool:
+            return self.commands.run_restoring(problems, command_id, **args)
+
+        for clip in state.get("clips") or []:
+            if not isinstance(clip, dict) or not clip.get("path"):
+                problems.append(f"crowd: the clip {clip!r} was not read from a file")
+                continue
+            run("crowd.open", path=str(clip["path"]), name=str(clip.get("name") or "") or None)
+        if state.get("tracks"):
+            run("crowd.open", path=str(state["tracks"]))
+        if state.get("scene"):
+            run("crowd.open_scene", path=str(state["scene"]))
+        for key, command_id, name in (("frame", "crowd.set_frame", "frame"),
+                                      ("mode", "crowd.set_mode", "mode"),
+                                      ("wipe_position", "crowd.set_wipe_position", "position"),
+                                      ("overlays", "crowd.set_overlays", "on"),
+                                      ("parameters_shown", "crowd.show_social_force_parameters",
+                                       "on")):
+            if state.get(key) is not None:
+                run(command_id, **{name: state[key]})
+        wipe = state.get("wipe") or []
+        if len(wipe) == 2 and all(wipe) and list(wipe) != [self.wipe_left.currentText(),
+                                                            self.wipe_right.currentText()]:
+            run("crowd.set_wipe_clips", left=str(wipe[0]), right=str(wipe[1]))
+        if state.get("scene_selection"):
+            run("crowd.select_scene_item", item=str(state["scene_selection"]))
+        if state.get("tab"):  # before the zoom: the editor's plot is laid out when shown
+            run("crowd.show_tab", tab=str(state["tab"]))
+        self._restore_widgets(state, problems)
+        return problems
+
+    def _restore_widgets(self, state: dict, problems: list[str]) -> None:
+        """The export range, the editor's tool, its zoom and the checkpoint folder."""
+        span = state.get("range")
+        if isinstance(span, list) and len(span) == 2:
+            last = self.range_end.maximum()
+            if all(isinstance(v, int) and 1 <= v <= last for v in span):
+                self.range_start.setValue(span[0])
+                self.range_end.setValue(span[1])
+            else:
+                problems.append(f"crowd: the frame range {span} is not within 1..{last}")
+        editor = self.scene_editor
+        tool = state.get("scene_tool")
+        if tool and editor.tool_box.findText(str(tool)) >= 0:
+            editor.tool_box.setCurrentText(str(tool))
+        elif tool:
+            problems.append(f"crowd: no scene tool {tool!r}")
+        zoom = state.get("scene_zoom_m")
+        if isinstance(zoom, dict):
+            try:
+                editor.plot.getPlotItem().vb.setRange(xRange=[float(v) for v in zoom["x"]],
+                                                      yRange=[float(v) for v in zoom["y"]],
+                                                      padding=0)
+            except (KeyError, TypeError, ValueError):
+                problems.append(f"crowd: the scene zoom {zoom!r} is not x/y ranges")
+        checkpoint = state.get("checkpoint")
+        if checkpoint and Path(str(checkpoint)).is_dir():
+            self.checkpoint = str(checkpoint)
+        elif checkpoint:
+            problems.append(f"crowd: the checkpoint folder {checkpoint} is gone")
+
     def closeEvent(self, event) -> None:
         self.timer.stop()
         self.scene_editor.close()
