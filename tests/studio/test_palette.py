@@ -136,3 +136,13 @@ def test_a_panel_command_with_points_runs_from_the_form(main_window, palette, tm
         'studio.command("routing.add_wire", net="b", layer="metal3", from_um=[2.0, 1.4], '
         'to_um=[2.0, 5.0])')
     assert main_window.undo_action.text() == "&Undo Add a metal3 wire to b"
+
+
+def test_ctrl_shift_p_opens_the_palette(main_window, qtbot) -> None:
+    main_window.activateWindow()
+    QTest.keyClick(main_window, Qt.Key.Key_P,
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+    qtbot.waitUntil(lambda: main_window._palette is not None
+                    and main_window._palette.isVisible(), timeout=3000)
+    assert main_window._palette.count.text().endswith("commands and methods")
+    main_window._palette.hide()
