@@ -160,7 +160,7 @@ def rerun_command(slug: str, claim: dict, recorded: dict) -> str:
     """The command that runs this reproduction again at its profile, settings and seed: the
     settings that differ from the profile's current ones (or from a changed profile) are
     named with ``--set``."""
-    profile = claim.get("profile") or ("smoke" if claim.get("smoke") else "cpu")
+    profile = _profile_of(claim)
     words = ["studio-engine", "reproduce", slug, "--profile", profile,
              "--seed", str(recorded.get("seed", 0))]
     threads = threads_of(recorded)
@@ -171,6 +171,11 @@ def rerun_command(slug: str, claim: dict, recorded: dict) -> str:
         if current is None or current.get(key) != value:
             words += ["--set", f"{key}={json.dumps(value)}"]
     return shlex.join(words)
+
+
+def _profile_of(claim: dict) -> str:
+    """The profile a claim ran; one written before profiles existed says only ``smoke``."""
+    return claim.get("profile") or ("smoke" if claim.get("smoke") else "cpu")
 
 
 def _current_settings(slug: str, profile: str) -> dict | None:
@@ -195,7 +200,7 @@ def paper_record(paper: PaperReport, pictures: dict[str, Any]) -> dict:
     return entry | {
         "run_id": run["id"], "method": run["method"],
         "statement": claim.get("statement", ""), "spec": claim.get("spec", "v1"),
-        "verdict": claim_verdict(claim), "profile": claim.get("profile"),
+        "verdict": claim_verdict(claim), "profile": _profile_of(claim),
         "smoke": bool(claim.get("smoke")), "settings": claim.get("settings") or {},
         "seed": run["seed"], "seeds": claim.get("seeds", []),
         "threads": threads_of(recorded), "cluster": run.get("cluster", "local"),
