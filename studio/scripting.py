@@ -2,11 +2,12 @@
 drive, and ``studio --script FILE.py [FILES...]``, which runs a script with no window on screen.
 
 A script runs on the Qt main thread, like a click, so it may touch what the window touches.
-The window does not freeze meanwhile: between the script's own lines the event loop is turned
-every few hundredths of a second (``ScriptGuard``, a trace function on the script's frames
-only), and every call that waits on Studio (opening a file, a run, an export) turns a local
-event loop until it is done, so engine events, the console and its Interrupt action stay live.
-The same guard stops a script: Ctrl+C in the console, the Interrupt action, or ``--timeout``.
+The window does not freeze meanwhile: while the script's own code runs, the event loop is
+turned every few hundredths of a second (``ScriptGuard``: an interval timer's signal handled
+when it lands in the script's code), and every call that waits on Studio (opening a file, a
+run, an export) turns a local event loop until it is done, so engine events, the console and
+its Interrupt action stay live. The same guard stops a script: Ctrl+C in the console, the
+Interrupt action, or ``--timeout``.
 
 Whatever Studio refuses (a file it cannot read, an unknown command, bad arguments, an element
 that does not exist) raises ``StudioRefused`` in the script with the window's own message;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import threading
 import time
@@ -51,8 +53,11 @@ class ScriptGuard:
     """Keeps the Qt event loop turning while script code runs on the main thread, and stops
     that code when asked (``interrupt``) or when its deadline passes.
 
-    ``is_script_code(code)`` says which frames are the script's own: only their lines are
-    traced, so library code runs at full speed.
+    ``is_script_code(code)`` says which frames are the script's own. Every 30 ms an interval
+    timer's signal (SIGALRM) is handled on the main thread; when it lands in the script's own
+    code, the event loop turns there and a pending interrupt or timeout is raised, so library
+    code runs at full speed and is never re-entered. Where there is no such timer (Windows,
+    another thread) the script's frames are traced line by line instead (slower).
     """
 
     def __init__(self, is_script_code: Callable[[types.CodeType], bool]) -> None:
@@ -62,6 +67,7 @@ class ScriptGuard:
         self._pending: BaseException | None = None
         self._last_pump = 0.0
         self._depth = 0
+        self._pumping = False
         self.on_running: Callable[[bool], None] | None = None   # told when code starts, ends
 
     @property
@@ -88,7 +94,8 @@ class ScriptGuard:
 
     @contextmanager
     def guarding(self, timeout_s: float | None = None) -> Iterator[None]:
-        """Trace the script's frames while the body runs (nested uses share one trace)."""
+        """Keep the loop turning and watch for stops while the body runs (nested uses share
+        the outer one)."""
         if self._depth:
             self._depth += 1
             try:
@@ -96,17 +103,16 @@ class ScriptGuard:
             finally:
                 self._depth -= 1
             return
-        previous = sys.gettrace()
         self._pending = None
         self.timeout_s = timeout_s
         self.deadline = time.monotonic() + timeout_s if timeout_s else None
         self._depth = 1
         self._tell(True)
-        sys.settrace(self._on_call)
+        watch = self._alarms if _alarms_available() else self._tracing
         try:
-            yield
+            with watch():
+                yield
         finally:
-            sys.settrace(previous)
             self._depth = 0
             self.deadline = None
             self._pending = None
@@ -115,6 +121,44 @@ class ScriptGuard:
     def _tell(self, running: bool) -> None:
         if self.on_running is not None:
             self.on_running(running)
+
+    @contextmanager
+    def _alarms(self) -> Iterator[None]:
+        """SIGALRM every ``PUMP_INTERVAL_S`` (system calls restart); the handler and timer
+        that were there (pytest-timeout's, say) are put back, with the time they had left."""
+        started = time.monotonic()
+        handler = signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.siginterrupt(signal.SIGALRM, False)
+        delay, interval = signal.setitimer(signal.ITIMER_REAL, PUMP_INTERVAL_S,
+                                           PUMP_INTERVAL_S)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, handler)
+            if delay > 0:
+                left = max(delay - (time.monotonic() - started), 0.001)
+                signal.setitimer(signal.ITIMER_REAL, left, interval)
+
+    def _on_alarm(self, _signum: int, frame: types.FrameType | None) -> None:
+        if frame is None or self._pumping or not self.is_script_code(frame.f_code):
+            return  # in library or Qt code: never re-entered; the next tick will do
+        self._pumping = True
+        try:
+            _process_events()
+        finally:
+            self._pumping = False
+        if self.should_stop():
+            self.check()
+
+    @contextmanager
+    def _tracing(self) -> Iterator[None]:
+        previous = sys.gettrace()
+        sys.settrace(self._on_call)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
 
     def _on_call(self, frame: types.FrameType, event: str, _arg: Any):
         if event == "call" and self.is_script_code(frame.f_code):
@@ -128,8 +172,12 @@ class ScriptGuard:
                 self._last_pump = now
                 _process_events()
             if self.should_stop():
-                self.check()  # raising here ends the trace; ``guarding`` restores it after
+                self.check()  # raising here ends the trace; ``_tracing`` restores it after
         return self._on_line
+
+
+def _alarms_available() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
 
 
 def _workers_of(widget: Any) -> list[Any]:
@@ -137,6 +185,17 @@ def _workers_of(widget: Any) -> list[Any]:
     fields = getattr(widget, "__dict__", {})
     return [value for value in fields.values()
             if not isinstance(value, type) and callable(getattr(value, "idle", None))]
+
+
+def _pending_timers(widget: Any) -> list[Any]:
+    """A panel's single-shot timers still to fire (repeating ones, a player's clock, never
+    settle and are not waited for)."""
+    from PySide6.QtCore import QTimer
+
+    finder = getattr(widget, "findChildren", None)
+    if finder is None:
+        return []
+    return [timer for timer in finder(QTimer) if timer.isActive() and timer.isSingleShot()]
 
 
 def _settle_layout(rounds: int = 3) -> None:
@@ -343,14 +402,17 @@ class Studio:
     # -- waiting -------------------------------------------------------------------------------
     def _settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         """Return when what a click would leave to the event loop is done: posted layout
-        events, and the work of the panels' background workers (any attribute of a panel
-        with ``idle()``: the route checks, the fMRI slicer) with its results delivered. A
-        figure exported next is then the one the window would show."""
+        events, the panels' pending single-shot timers (a throttled redraw) and the work of
+        their background workers (any attribute of a panel with ``idle()``: the route
+        checks, the fMRI slicer) with its results delivered. A figure exported next is then
+        the one the window would show."""
         ends = time.monotonic() + timeout_s
         while True:
             _settle_layout()
             busy = [worker for widget in self.window.panel_widgets.values()
                     for worker in _workers_of(widget) if not worker.idle()]
+            busy += [timer for widget in self.window.panel_widgets.values()
+                     for timer in _pending_timers(widget)]
             if not busy or time.monotonic() > ends:
                 return
             self.wait(SETTLE_POLL_S)
