@@ -156,6 +156,8 @@ def _make_console_type() -> type:
             kernel = self.kernel
             if kernel is None:
                 raise RuntimeError("the console's kernel is not running")
+            if self.guard is not None and self.guard.running:
+                return  # a completion asked for while a cell runs: never inside the cell
             stream = kernel.shell_stream
             self.session.send(stream, msg)
             parts = stream.recv_multipart()
