@@ -298,3 +298,24 @@ def test_sessions_from_a_script(main_window, tmp_path):
     (tmp_path / "bad.studio").write_bytes(b"not a zip")
     with pytest.raises(StudioRefused, match="bad.studio"):
         studio.open_session(tmp_path / "bad.studio")
+
+
+@needs_design
+def test_session_flag_opens_the_session_before_the_script(main_window, tmp_path):
+    studio = Studio(main_window)
+    studio.open(DESIGN[1])
+    studio.command("routing.select_net", net="_003_")
+    session = Path(studio.save_session(tmp_path / "saved.studio"))
+    result = studio_script(tmp_path, """
+        print("net", studio.panel("routing")["view_state"]["net"])
+        """, "--session", str(session))
+    assert result.returncode == 0, result.stderr
+    assert "net _003_" in result.stdout
+
+
+def test_timeout_needs_a_script():
+    from studio.app import run
+
+    with pytest.raises(SystemExit) as exited:
+        run(["--timeout", "3"])
+    assert exited.value.code == 2
