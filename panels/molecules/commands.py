@@ -719,11 +719,11 @@ COMMANDS = [
             "('#': the file's order).", sort_by, SortArgs),
     Command("molecules.filter_scaffold", "Filter by scaffold", "Show only one Murcko "
             "scaffold's molecules (none: all).", filter_scaffold, ScaffoldArgs),
-    Command("molecules.select_molecule", "Show the molecule", "Choose a molecule for the "
+    Command("molecules.select_molecule", "Select a molecule", "Choose a molecule for the "
             "editor, the strip and the 3-D view.", select_molecule, ChooseArgs),
-    Command("molecules.select_molecules", "Select molecules", "Select molecules in the grid "
-            "(what an export takes; their diversity is measured).", select_molecules,
-            SelectArgs),
+    Command("molecules.select_molecules", "Select molecules to export", "Select molecules "
+            "in the grid (what an export takes; their diversity is measured).",
+            select_molecules, SelectArgs),
     Command("molecules.edit_smiles", "Edit the molecule", "Replace a molecule's SMILES "
             "(undoable).", edit_smiles, EditArgs, undoable=True),
     Command("molecules.standardise_molecule", "Standardise the molecule", "Largest fragment, "

@@ -54,7 +54,7 @@ from PySide6.QtCore import (
     QTimer,
     Signal,
 )
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtGui import QImage, QPixmap, QVector3D
 from PySide6.QtWidgets import (
     QApplication,
     QComboBox,
@@ -435,6 +435,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._md_pending: tuple[str, str] | None = None  # the MD run being read
         self._run_dir = ""  # the Branching Flows run whose samples are shown
         self._trajectory_path = ""  # the trajectory file playing beside the set
+        self._pending_camera: dict | None = None  # a session's 3-D camera, for the next scene
         self.commands = _registry(host)
         self.state = MoleculesState(self.model, host, view=self)
         self.commands.bind(SCOPE, self.state)
@@ -835,6 +836,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.rmsd_label.setText(text or f"{len(scene.positions)} atoms")
         if self.viewer_3d is not None:
             self.viewer_3d.show_scene(scene, overlay, style=self.style_box.currentText())
+            self._apply_camera()
             if scene.kind == "structure":
                 self.viewer_3d.highlight_atoms(self.highlighted)
 
@@ -924,6 +926,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 self.hits_label.setText("bad SMARTS")
         elif isinstance(invocation.result, str):
             self.status.setText(invocation.result)
+        elif " refused: " in self.status.text():  # an old refusal must not read as this one's
+            self.status.setText(f"{invocation.command.title}: done")
 
     def label(self, index: int) -> str:
         """How a command names entry ``index`` (its name, SMILES or #record)."""
@@ -1118,6 +1122,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         if self.viewer_3d is not None:
             self.viewer_3d.show_scene(self.scene, keep_camera=self._framed is trajectory,
                                       style=self.style_box.currentText())
+            self._apply_camera()
             self._framed = trajectory
             if trajectory.kind == "md":
                 self.viewer_3d.highlight_atoms(self.highlighted)  # a residue chosen in the strip
@@ -1809,6 +1814,14 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             state["frame"] = self.player.frame + 1
             if self._trajectory_path:
                 state["trajectory"] = self._trajectory_path
+        if self.viewer_3d is not None and self.scene is not None:
+            opts = self.viewer_3d.opts
+            centre = opts["center"]
+            state["camera"] = {"distance": float(opts["distance"]),
+                               "elevation": float(opts["elevation"]),
+                               "azimuth": float(opts["azimuth"]),
+                               "center": [float(centre.x()), float(centre.y()),
+                                          float(centre.z())]}
         chosen = self.sequence_strip.selected
         if chosen is not None and chosen[0] < len(self.sequence_strip.tracks):
             track = self.sequence_strip.tracks[chosen[0]]
@@ -1889,7 +1902,28 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             self.splitter.setSizes(sizes)
         if isinstance(state.get("scroll"), int):
             self._restore_scroll(state["scroll"])
+        camera = state.get("camera")
+        if camera is not None and not _is_camera(camera):
+            problems.append(f"molecules: the 3-D camera {camera!r} is not distance, elevation, "
+                            "azimuth and center")
+        elif camera is not None:
+            self._pending_camera = camera
+            if self.viewer_3d is not None and self.scene is not None:
+                self._apply_camera()
         return problems
+
+    def _apply_camera(self) -> None:
+        """A session's 3-D camera, once its scene is drawn (drawing frames the scene)."""
+        camera, self._pending_camera = self._pending_camera, None
+        if camera is None or self.viewer_3d is None:
+            return
+        try:
+            self.viewer_3d.setCameraPosition(
+                pos=QVector3D(*map(float, camera["center"])),
+                distance=float(camera["distance"]), elevation=float(camera["elevation"]),
+                azimuth=float(camera["azimuth"]))
+        except (KeyError, TypeError, ValueError):  # checked in restore: not reached
+            self.status.setText(f"the saved 3-D camera {camera!r} is not a camera")
 
     def _restore_rows(self, state: dict, run: Callable[..., bool]) -> None:
         """Filter, sort, search, the molecule in the editor and the selection."""
@@ -1936,6 +1970,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
         super().closeEvent(event)
+
+
+def _is_camera(camera: Any) -> bool:
+    """A saved 3-D camera: three numbers and a centre of three."""
+    try:
+        numbers = [float(camera[key]) for key in ("distance", "elevation", "azimuth")]
+        centre = [float(value) for value in camera["center"]]
+    except (KeyError, TypeError, ValueError):
+        return False
+    return len(numbers) == 3 and len(centre) == 3
 
 
 def _registry(host: Any) -> CommandRegistry:

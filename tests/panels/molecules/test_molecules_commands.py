@@ -369,3 +369,27 @@ def test_residues_frames_and_3d_by_command(panel, tmp_path, qtbot):
     assert panel.tabs.currentIndex() == TAB_3D and panel.style_box.currentText() == "cartoon"
     qtbot.waitUntil(lambda: panel.scene is not None, timeout=20_000)
     assert run("molecules.pin_structure").startswith("pinned #1")
+
+
+def test_the_3d_camera_round_trips_where_opengl_draws(panel, tmp_path, qtbot, make_widget):
+    """Needs OpenGL 2.1 (run under ``xvfb-run``); offscreen it is skipped."""
+    from tests.panels.molecules.test_geometry_and_sequence import peptide_pdb
+
+    pdb = peptide_pdb(tmp_path / "pep.pdb")
+    assert panel.open_file(pdb)
+    panel.commands.run("molecules.show_tab", tab="3D")
+    if panel.viewer_3d is None:
+        pytest.skip(panel.placeholder_3d.text())
+    qtbot.waitUntil(lambda: panel.scene is not None, timeout=20_000)
+    panel.viewer_3d.setCameraPosition(distance=55.0, elevation=12.0, azimuth=70.0)
+    state = panel.view_state()
+    assert state["camera"]["distance"] == 55.0 and state["tab"] == "3D"
+    fresh = make_widget(MoleculesPanel, UndoHost(tmp_path / "runs2"))
+    fresh.resize(panel.size())
+    fresh.show()
+    assert fresh.restore_view_state(state) == []
+    qtbot.waitUntil(lambda: fresh.scene is not None and fresh._pending_camera is None,
+                    timeout=20_000)
+    assert _same(fresh.view_state()["camera"], state["camera"])
+    broken = {**state, "camera": {"distance": "far"}}
+    assert any("3-D camera" in p for p in fresh.restore_view_state(broken))
