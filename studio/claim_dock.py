@@ -36,6 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.developer import listed
+from studio.command_widgets import command_action, connect, connect_button, mark_argument
+from studio.commands import Command, Refusal
 from studio.jobs import STATE
 from studio.widgets.claim_view import (
     PROFILE_HINTS,
@@ -150,15 +152,19 @@ class ClaimDock(QWidget):
                                          "settings (the verdict shows here when it ends)")
         self.profile_menu = QMenu(self.reproduce_button)
         self.profile_actions: dict[str, QAction] = {}
+        registry = window.commands
         for profile in PROFILES:
             action = self.profile_menu.addAction(f"{profile}: {PROFILE_HINTS[profile]}")
-            action.triggered.connect(lambda _checked=False, p=profile: self.reproduce(p))
+            connect(action.triggered, action, registry, "claims.reproduce",
+                    lambda *_checked, p=profile: {"paper": self.selected_paper(), "profile": p})
             self.profile_actions[profile] = action
         self.reproduce_button.setMenu(self.profile_menu)
+        mark_argument(self.reproduce_button, "claims.reproduce")  # it only offers the profiles
         self.report_button = QPushButton("Open report")
+        connect_button(self.report_button, registry, "claims.open_report",
+                       lambda: {"paper": self.selected_paper()})
         self.report_button.setToolTip("write the paper's report (its latest reproduction: "
                                       "criteria, figures, provenance) and open it")
-        self.report_button.clicked.connect(self.open_report)
         buttons = QHBoxLayout()
         buttons.addWidget(self.reproduce_button)
         buttons.addStretch(1)
@@ -305,13 +311,23 @@ class ClaimDock(QWidget):
                                 if settings else PROFILE_HINTS[profile])
         self.profile_menu.setToolTipsVisible(True)
 
-    # -- actions ---------------------------------------------------------------------------
-    def reproduce(self, profile: str) -> None:
-        """Run the selected paper's reproduction with ``profile``'s settings."""
-        paper = self.selected_paper()
-        method = reproduce_methods(list(self.window.bridge.methods)).get(paper or "")
-        if method is None:
-            return
+    # -- actions (the commands below call these) ------------------------------------------
+    def _paper(self, paper: str | None) -> str:
+        """``paper``, or the one selected; refused unless the panel in front owns it."""
+        paper = paper or self.selected_paper()
+        owned = self.owned_papers(self.front_panel())
+        if paper is None:
+            raise Refusal("no paper is selected (the panel in front owns "
+                          f"{', '.join(owned) if owned else 'none'})")
+        if paper not in reproduce_methods(list(self.window.bridge.methods)):
+            raise Refusal(f"no paper {paper!r} has a reproduction in this engine")
+        return paper
+
+    def reproduce(self, profile: str, paper: str | None = None) -> None:
+        """Run the paper's (default: the selected one's) reproduction with ``profile``'s
+        settings."""
+        paper = self._paper(paper)
+        method = reproduce_methods(list(self.window.bridge.methods))[paper]
         self.status.setText(f"Starting {method['id']} ({profile} profile)…")
         self.window.submit(method["id"], {"profile": profile}, on_accepted=lambda job_id:
                            self.status.setText(f"Running {method['id']} ({profile}) as "
@@ -320,10 +336,8 @@ class ClaimDock(QWidget):
                            on_error=lambda message: self.status.setText(
                                f"Not started: {message}"))
 
-    def open_report(self) -> None:
-        paper = self.selected_paper()
-        if paper is None:
-            return
+    def open_report(self, paper: str | None = None) -> None:
+        paper = self._paper(paper)
         self.status.setText(f"Writing the report of {paper}…")
         request_report(self.window.host, [paper],
                        on_opened=lambda path: self.status.setText(f"Opened the report {path}"),
@@ -332,15 +346,21 @@ class ClaimDock(QWidget):
 
 def install_claim_dock(window: Any) -> QDockWidget:
     """Add the "Paper claims" dock to ``window`` (hidden until View > Paper claims), kept in
-    step with the tab in front, the engine's methods and finished reproductions."""
+    step with the tab in front, the engine's methods and finished reproductions. Installed
+    once: a second call returns the window's dock."""
+    if getattr(window, "claim_dock_widget", None) is not None:
+        return window.claim_dock_widget
+    registry = window.commands
+    registry.add_all(COMMANDS)
     content = ClaimDock(window)
+    registry.bind("claims", content)
     # the window's own dock maker (closable, movable, floatable, like the Runs dock)
     dock = window._dock("Paper claims", "claimDock", content, Qt.DockWidgetArea.RightDockWidgetArea)
     dock.hide()
     window.restoreDockWidget(dock)  # shown and placed as the last session left it
-    toggle = dock.toggleViewAction()
-    toggle.setText("Paper &claims")
-    toggle.setStatusTip("the latest claim of each paper the panel in front owns")
+    toggle = command_action(window, registry, "view.paper_claims", "Paper &claims")
+    toggle.setCheckable(True)
+    dock.visibilityChanged.connect(lambda _visible: toggle.setChecked(not dock.isHidden()))
     _add_to_view_menu(window, toggle)
     window.claim_dock_widget = dock
     window.claim_dock = content
@@ -390,3 +410,27 @@ def _add_to_view_menu(window: Any, action: QAction) -> None:
             menu.addAction(action)
         return
     window.menuBar().addAction(action)
+
+
+def _show(dock: ClaimDock, args: Any) -> bool:
+    frame = dock.parentWidget()
+    shown = frame.isHidden() if args.on is None else bool(args.on)
+    frame.setVisible(shown)
+    if shown:
+        frame.raise_()
+    return shown
+
+
+COMMANDS = (
+    Command("view.paper_claims", "Show or hide the paper claims", "The latest claim of each "
+            "paper the panel in front owns.", _show, "studio.shell_command_args:ShowArgs",
+            menu="View/Paper claims", scope="claims"),
+    Command("claims.reproduce", "Reproduce a paper's claim", "Run the paper's reproduction "
+            "with a profile's settings; its verdict shows in the dock when it ends.",
+            lambda dock, args: dock.reproduce(args.profile, args.paper),
+            "studio.shell_command_args:ReproduceClaimArgs"),
+    Command("claims.open_report", "Open a paper's report", "Write the report of the paper's "
+            "latest reproduction (criteria, figures, provenance) and open it.",
+            lambda dock, args: dock.open_report(args.paper),
+            "studio.shell_command_args:PaperArgs"),
+)

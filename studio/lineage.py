@@ -714,7 +714,10 @@ def _compare_command(window: QMainWindow, panel_id: str, widget: QWidget):
 
 def install_lineage_dock(window: QMainWindow) -> QDockWidget:
     """The Lineage dock (View menu entry through its toggle), hidden until asked for; it
-    records the edits behind each job the window submits from now on."""
+    records the edits behind each job the window submits from now on. Installed once: a
+    second call returns the window's dock."""
+    if getattr(window, "lineage_dock_widget", None) is not None:
+        return window.lineage_dock_widget
     registry = window.commands
     for command in COMMANDS:
         registry.add(command, replace=True)
@@ -743,4 +746,5 @@ def install_lineage_dock(window: QMainWindow) -> QDockWidget:
         view_menu.insertAction(after, toggle)
         panel.toggle = toggle
     window.lineage_dock = panel
+    window.lineage_dock_widget = dock
     return dock

@@ -107,6 +107,7 @@ class MainWindow(QMainWindow):
         self._build_docks()
         self._build_menus()
         self._build_status_bar()
+        self._install_tools()
         self._default_state = self.saveState()
         self._restore_layout()
         self.set_theme(self.settings.theme, store=False)
@@ -489,6 +490,17 @@ class MainWindow(QMainWindow):
             self.bridge.spawn(self._open_path(str(path)), on_error=lambda exc, p=path:
                               self.show_error("Cannot open the file", f"{p}: {exc}"))
 
+    def _install_tools(self) -> None:
+        """The docks and menus built in modules of their own (paper claims, lineage, sessions),
+        before the layout is restored so that their places come back with it."""
+        from studio.claim_dock import install_claim_dock
+        from studio.lineage import install_lineage_dock
+        from studio.sessions import install_sessions
+
+        install_claim_dock(self)
+        install_lineage_dock(self)
+        self.sessions = install_sessions(self)
+
     async def _open_path(self, path: str) -> None:
         from engine.io import FormatError, inspect_file
 
@@ -497,6 +509,9 @@ class MainWindow(QMainWindow):
             report = await asyncio.get_event_loop().run_in_executor(self.pool, inspect_file, path)
         except FormatError as exc:
             self.show_error("Cannot open the file", str(exc))
+            return
+        if report["format"] == "studio-session":
+            self.sessions.open_from(path)
             return
         entry = self.panels.for_format(report["format"], report.get("panel", ""))
         if entry is None:

@@ -1127,7 +1127,9 @@ def install_sessions(window: QMainWindow) -> SessionsController:
     """File > Open session… (Ctrl+Shift+O), Save session… (Ctrl+Shift+S) and Autosave
     session, as the commands ``app.open_session``, ``app.save_session`` and
     ``app.autosave_session``; the autosave timer, the autosave on quit and the offer of the
-    last session after a crash."""
+    last session after a crash. Installed once: a second call returns the window's."""
+    if getattr(window, "sessions", None) is not None:
+        return window.sessions
     controller = SessionsController(window)
     registry = window.commands
     for command in COMMANDS:

@@ -48,3 +48,14 @@ class MethodArgs(CommandArgs):
     params: dict[str, Any] = Field(default_factory=dict, description="its parameters")
     inputs: dict[str, str] = Field(default_factory=dict, description="its inputs, by name")
     seed: int = Field(0, ge=0, le=2**63 - 1, description="the run's seed")
+
+
+# the paper claims dock (studio.claim_dock)
+class PaperArgs(CommandArgs):
+    paper: str | None = Field(None, description="the paper (its slug, e.g. scicl); none: the "
+                                                "one selected in the dock")
+
+
+class ReproduceClaimArgs(PaperArgs):
+    profile: Literal["smoke", "cpu", "gpu"] = Field("cpu", description="the profile whose "
+                                                    "pre-registered settings it runs with")
