@@ -158,11 +158,10 @@ def test_reproduce_smoke_prints_the_claim(tmp_path):
     assert out.returncode == 0, out.stderr
     claim = json.loads(out.stdout)
     assert claim["paper"] == "eos" and claim["smoke"] is True
-    assert len(claim["criteria"]) >= 4
-    assert all({"name", "measured", "target", "op", "passed"} <= set(c)
-               for c in claim["criteria"])
-    assert claim["spec"] == "v1" and claim["profile"] == "smoke" and not claim["exploratory"]
-    assert all({"quote", "interval", "rule", "verdict"} <= set(c) for c in claim["criteria"])
+    assert len(claim["criteria"]) >= 3
+    assert claim["spec"] == "v2" and claim["profile"] == "smoke" and not claim["exploratory"]
+    assert all({"name", "quote", "estimate", "interval", "level", "method", "rule", "verdict",
+                "decides_with"} <= set(c) for c in claim["criteria"])
     out = cli("reproduce", "nosuchpaper", workspace=tmp_path)
     assert out.returncode == 2
 
