@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import importlib
 import inspect
 import logging
 import os
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
         self.commands.find_target = self._command_target
         shell_commands.register(self.commands, self)
         self._palette = None
+        self._panel_commands_loaded: set[str] = set()
         self.histories: dict[str, EditHistory] = {}   # panel id -> its tab's history
         self._window_history = self._new_history()    # tabs without a panel (Welcome)
         self.host = StudioHost(self, self._window_history)
@@ -894,9 +896,35 @@ class MainWindow(QMainWindow):
         """Ctrl+Shift+P: the command palette over every command and engine method."""
         from studio.palette import CommandPalette
 
+        self.register_panel_commands()
         if self._palette is None:
             self._palette = CommandPalette(self.commands, lambda: self.bridge.methods, self)
         self._palette.popup()
+
+    def register_panel_commands(self) -> list[str]:
+        """Every installed panel's commands, also of panels not opened yet (running one opens
+        its panel), so the palette and ``studio.commands()`` list them all: each panel's
+        ``<package>.commands`` module declares them in ``COMMANDS``. Returns the panels whose
+        commands could not be loaded (logged)."""
+        failed = []
+        for panel_id, entry in self.panels.entries().items():
+            if entry.manifest is None or panel_id in self._panel_commands_loaded:
+                continue
+            package = entry.manifest.factory.partition(":")[0].rpartition(".")[0]
+            try:
+                module = importlib.import_module(f"{package}.commands")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{package}.commands":
+                    log.exception("panel %s: its commands could not be loaded", panel_id)
+                    failed.append(panel_id)
+                continue
+            except Exception:  # a panel's own bug must not take the palette down
+                log.exception("panel %s: its commands could not be loaded", panel_id)
+                failed.append(panel_id)
+                continue
+            self.commands.add_all(getattr(module, "COMMANDS", ()))
+            self._panel_commands_loaded.add(panel_id)
+        return failed
 
     # -- status --------------------------------------------------------------------------------
     def _on_engine_state(self, state: str) -> None:

@@ -146,3 +146,14 @@ def test_ctrl_shift_p_opens_the_palette(main_window, qtbot) -> None:
                     and main_window._palette.isVisible(), timeout=3000)
     assert main_window._palette.count.text().endswith("commands and methods")
     main_window._palette.hide()
+
+
+def test_the_palette_lists_the_commands_of_panels_not_opened_yet(main_window) -> None:
+    """A user searching for an fMRI action finds it before opening the fMRI viewer; running
+    it opens the panel."""
+    assert "fmri" not in main_window.panel_widgets and "fmri.set_time" not in main_window.commands
+    main_window.show_palette()
+    listed = {entry.id for entry in main_window._palette.entries}
+    assert {"fmri.set_time", "routing.move_wire"} <= listed
+    assert "fmri" not in main_window.panel_widgets  # listing opens nothing
+    main_window._palette.hide()
