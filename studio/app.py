@@ -170,6 +170,10 @@ def run(argv: list[str], on_shown: Callable[[object], None] | None = None) -> in
     if args.self_test:
         on_shown = _self_test
     _watch_exposed(window, on_shown)
+    if args.script:
+        from studio.scripting import quiet_offscreen_notices
+
+        quiet_offscreen_notices()
     window.show()
     if args.script:  # the engine starts only if the script needs it
         QTimer.singleShot(0, lambda: _run_script_then_close(window, args))

@@ -549,6 +549,27 @@ def _sessions_module(feature: str) -> Any:
 
 # -- ``studio --script`` ---------------------------------------------------------------------
 
+OFFSCREEN_NOTICES = ("This plugin does not support",)   # the offscreen platform's, per window
+
+
+def quiet_offscreen_notices() -> None:
+    """Keep the offscreen platform's notices about what it cannot do with windows off a
+    script's stderr (which is the script's to use); every other Qt message goes on."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    previous: Any = None
+
+    def handler(mode: Any, context: Any, message: str) -> None:
+        if message.startswith(OFFSCREEN_NOTICES):
+            return
+        if previous is not None:
+            previous(mode, context, message)
+        else:
+            print(message, file=sys.stderr)
+
+    previous = qInstallMessageHandler(handler)
+
+
 def run_script(window: Any, script: str | os.PathLike, files: list[str],
                timeout_s: float | None = None, session: str | None = None,
                out: TextIO | None = None) -> int:

@@ -91,6 +91,7 @@ print(json.dumps({{"written": written, "documents": state["documents"],
                   "arrays": sorted(studio.data({panel!r}))}}))
 """, str(data))
     assert result.returncode == 0, result.stderr
+    assert "does not support" not in result.stderr   # offscreen notices stay off stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["written"] == str(headless_png)
 
