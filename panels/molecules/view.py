@@ -1794,7 +1794,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             "colouring": self.colour_box.currentText(),
             "style": self.style_box.currentText(),
             "scheme": self.scheme_box.currentData(),
-            "reference": self.state.reference_path or None,
+            "reference": _absolute(self.state.reference_path) or None,
             "splitter": self.splitter.sizes(),
             "run_box": self.run_box.currentText()}
         opened = self._opened_as()
@@ -1813,7 +1813,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         if self.player.trajectory is not None:
             state["frame"] = self.player.frame + 1
             if self._trajectory_path:
-                state["trajectory"] = self._trajectory_path
+                state["trajectory"] = _absolute(self._trajectory_path)
         if self.viewer_3d is not None and self.scene is not None:
             opts = self.viewer_3d.opts
             centre = opts["center"]
@@ -1831,15 +1831,16 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
     def _opened_as(self) -> dict:
         """How the shown set was opened, so a session opens it the same way."""
         if self._md_paths:
-            return {"md": list(self._md_paths)}
+            return {"md": [_absolute(path) for path in self._md_paths]}
         if self._run_dir:
-            return {"run": self._run_dir}
+            return {"run": _absolute(self._run_dir)}
         path = self.model.path
         if not path or not Path(path).exists():
             return {}
         if Path(path).is_dir():
-            return {"antibodies": path}
-        return {"file": path, **({"inspect_invalid": True} if self.model.inspecting else {})}
+            return {"antibodies": _absolute(path)}
+        return {"file": _absolute(path),
+                **({"inspect_invalid": True} if self.model.inspecting else {})}
 
     def restore_view_state(self, state: dict) -> list[str]:
         """Open what ``view_state`` named and show it the same way, through the panel's
@@ -1970,6 +1971,11 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
         super().closeEvent(event)
+
+
+def _absolute(path: str) -> str:
+    """A path as a session names documents: absolute ("" stays "")."""
+    return str(Path(path).absolute()) if path else ""
 
 
 def _is_camera(camera: Any) -> bool:

@@ -393,3 +393,28 @@ def test_the_3d_camera_round_trips_where_opengl_draws(panel, tmp_path, qtbot, ma
     assert _same(fresh.view_state()["camera"], state["camera"])
     broken = {**state, "camera": {"distance": "far"}}
     assert any("3-D camera" in p for p in fresh.restore_view_state(broken))
+
+
+def test_a_trajectory_frame_and_residue_round_trip(panel, tmp_path, make_widget):
+    fasta = tmp_path / "growing.fasta"
+    grown = ["MKV", "MKVLA", "MKVLADE", "MKVLADEGHW", "MKVLADEGHWKRST"]
+    fasta.write_text("".join(f">t={i / 4:.2f}\n{s}\n" for i, s in enumerate(grown)))
+    run = panel.commands.run
+    run("molecules.open", path=str(fasta))
+    run("molecules.show_frame", frame=4)
+    chain = panel.sequence_strip.tracks[0].label
+    assert chain == "t=0.750" and panel.player.frame == 3
+    run("molecules.select_residue", chain=chain, residue=7)
+    with pytest.raises(CommandRefused, match="growing.fasta has 5 frames, not 9"):
+        run("molecules.show_frame", frame=9)
+    state = panel.view_state()
+    assert state["frame"] == 4 and state["residue"] == {"chain": chain, "residue": 7}
+    assert state["open"] == {"file": str(fasta)} and state["tab"] == "Sequence"
+    fresh = make_widget(MoleculesPanel, UndoHost(tmp_path / "runs2"))
+    fresh.resize(panel.size())
+    fresh.show()
+    assert fresh.restore_view_state(state) == []
+    after = fresh.view_state()
+    assert _same(after, state), {k: (after.get(k), v) for k, v in state.items()
+                                 if after.get(k) != v}
+    assert fresh.residue_label.text() == panel.residue_label.text() == "t=0.750 7 GLU (negative)"
