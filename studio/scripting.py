@@ -285,6 +285,10 @@ class Studio:
                 f"view_state: the {entries[name].title} panel does not offer its view state "
                 "yet (no view_state())")
         described["view_state"] = view_state
+        if not self.data(name):
+            described["missing"].append(
+                f"data: the {entries[name].title} panel holds no numpy arrays for "
+                "studio.data (no data_arrays(), none in its model)")
         return described
 
     def _documents(self, name: str, widget: Any) -> list[dict]:

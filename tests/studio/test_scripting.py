@@ -161,6 +161,8 @@ def test_molecules_workflow_headless_matches_the_window(tmp_path, main_window, q
          ("molecules.mark_molecule", {"molecule": "Alafosfalin", "flag": "flagged"})],
         lambda panel: bool(getattr(panel.model, "entries", None)))
     assert record["report"]["documents"][0]["edits"]   # the second mark, the first undone
+    described = Studio(main_window).panel("molecules")
+    assert any(item.startswith("data: the ") for item in described["missing"])
 
 
 @pytest.mark.skipif(not TRACKS.is_file(), reason="../shared/data/crowd is absent")
