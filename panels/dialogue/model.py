@@ -62,14 +62,17 @@ def decode(data: dict) -> SetTurnField:
 
 
 class DialogueModel:
-    """Events: ``loaded`` (), ``selected`` (index), ``turn_changed`` (transcript, turn),
-    ``search`` (hits)."""
+    """Events: ``loaded`` (), ``selected`` (index), ``turn_selected`` (turn),
+    ``turn_changed`` (transcript, turn), ``search`` (hits)."""
 
     def __init__(self) -> None:
         self.file: TranscriptFile | None = None
         self.current = -1
+        self.turn: int | None = None   # the chosen turn of the chosen transcript
+        self.query = ""                # what was searched for last
         self.hits: list[tuple[int, int]] = []
-        self.events = Events("loaded", "selected", "turn_changed", "search")
+        self.hit_index = -1            # the hit last gone to (``next_hit``)
+        self.events = Events("loaded", "selected", "turn_selected", "turn_changed", "search")
 
     # -- loading -------------------------------------------------------------------------
 
@@ -85,7 +88,9 @@ class DialogueModel:
     def load(self, path: str | os.PathLike, limit: int | None = None) -> TranscriptFile:
         """Raises ``FormatError`` naming the file; bad lines end up in ``file.problems``."""
         self.file = read_transcripts(path, limit=limit)
+        self.query = ""
         self.hits = []
+        self.hit_index = -1
         self.events.emit("loaded")
         self.select(0)
         return self.file
@@ -94,7 +99,16 @@ class DialogueModel:
         if not 0 <= index < len(self.transcripts):
             raise IndexError(f"no transcript {index}")
         self.current = index
+        self.turn = None
         self.events.emit("selected", index=index)
+
+    def select_turn(self, turn: int | None) -> None:
+        """Choose a turn of the chosen transcript (``None``: none)."""
+        transcript = self.transcript
+        if turn is not None and (transcript is None or not 0 <= turn < len(transcript.turns)):
+            raise IndexError(f"no turn {turn}")
+        self.turn = turn
+        self.events.emit("turn_selected", turn=turn)
 
     @property
     def transcript(self) -> Transcript | None:
@@ -109,11 +123,13 @@ class DialogueModel:
 
     # -- edits ---------------------------------------------------------------------------
 
-    def edit(self, turn: int, field: str, value: str) -> SetTurnField:
-        """The command that sets ``field`` of a turn of the current transcript."""
+    def edit(self, turn: int, field: str, value: str,
+             transcript_id: str | None = None) -> SetTurnField:
+        """The command that sets ``field`` of a turn of the transcript named (default: the
+        current one)."""
         if field not in EDITABLE_FIELDS:
             raise ValueError(f"only {EDITABLE_FIELDS} can be edited, not {field!r}")
-        transcript = self.transcript
+        transcript = self.transcript if transcript_id is None else self.find(transcript_id)
         if transcript is None:
             raise ValueError("no transcript is open")
         chosen = transcript.turns[turn]
@@ -145,9 +161,23 @@ class DialogueModel:
                                          str(turn.meta.get("note", ""))]).lower()
                     if needle in haystack:
                         hits.append((index, number))
+        self.query = query
         self.hits = hits
+        self.hit_index = -1
         self.events.emit("search", hits=hits)
         return hits
+
+    def next_hit(self) -> tuple[int, int] | None:
+        """Go to the next search hit (round to the first after the last): its transcript and
+        turn chosen; ``None`` when there are no hits."""
+        if not self.hits:
+            return None
+        self.hit_index = (self.hit_index + 1) % len(self.hits)
+        transcript, turn = self.hits[self.hit_index]
+        if transcript != self.current:
+            self.select(transcript)
+        self.select_turn(turn)
+        return transcript, turn
 
     def belief_series(self) -> dict[str, tuple[list[int], list[float]]]:
         """Named (turn indices, values) to plot: both sides' beliefs where the turns carry
@@ -202,9 +232,11 @@ class DialogueModel:
 
     # -- export --------------------------------------------------------------------------
 
-    def write_prefix(self, path: str | os.PathLike, turn: int) -> Path:
-        """The current transcript up to and including ``turn``: where a rerun starts."""
-        transcript = self.transcript
+    def write_prefix(self, path: str | os.PathLike, turn: int,
+                     transcript_id: str | None = None) -> Path:
+        """A transcript (default: the current one) up to and including ``turn``: where a
+        rerun starts."""
+        transcript = self.transcript if transcript_id is None else self.find(transcript_id)
         if transcript is None or not 0 <= turn < len(transcript.turns):
             raise ValueError("choose a turn of an open transcript first")
         kept = Transcript(transcript.id, transcript.turns[:turn + 1], dict(transcript.meta))

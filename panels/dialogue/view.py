@@ -2,21 +2,27 @@
 turns (undoable), and run the SC-ICL simulator and gain maps from a form.
 
 Left, the transcripts of the open file. Middle, the chosen transcript's turns with search;
-label and note cells are editable and every change goes through ``host.push_edit``. Right,
-tabs: the per-turn belief plot (the selected turn is marked on it), the method form (the
-engine's ``scicl.*`` methods), and the figures the runs made. Exports: the figure shown (PNG,
-SVG, PDF drawn for the page at the chosen resolution), the transcripts (JSONL) and the
-per-turn metrics (CSV), each with its provenance (in the figure, beside the data files).
+label, note and text cells are editable. Right, tabs: the per-turn belief plot (the chosen turn
+is marked on it), the method form (the engine's ``scicl.*`` methods), and the figures the runs
+made. Exports: the figure shown (PNG, SVG, PDF drawn for the page at the chosen resolution),
+the transcripts (JSONL) and the per-turn metrics (CSV), each with its provenance.
+
+Every action runs a ``dialogue.*`` command (``panels/dialogue/commands.py``) through the
+window's registry, naming transcripts by id and turns by their number; this class lays the
+panel out, turns what the user clicked or typed into a command's arguments, and redraws from
+the model's events.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
@@ -38,31 +44,36 @@ from PySide6.QtWidgets import (
 
 from engine import provenance
 from engine.io.transcripts import Turn
-from panels.dialogue.model import DialogueModel, decode, turn_belief
+from panels.dialogue.commands import (
+    COMMANDS,
+    FORM_METHODS,
+    RERUN_METHOD,
+    SCOPE,
+    TABS,
+    DialogueState,
+    data_provenance,
+)
+from panels.dialogue.model import DialogueModel, turn_belief
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from studio.widgets.plot_view import PlotSpecView
 from studio.widgets.schema import errors_from_message
 from studio.widgets.schema_form import SchemaForm
 
-FORM_METHODS = ("scicl.simulate", "scicl.gain_map", "scicl.llm_dialogue",
-                "scicl.reproduce")
 COLUMNS = ["turn", "role", "content", "belief", "label", "note"]
 COL_CONTENT, COL_BELIEF, COL_LABEL, COL_NOTE = 2, 3, 4, 5
 EDIT_COLUMNS = {COL_CONTENT: "content", COL_LABEL: "label", COL_NOTE: "note"}
-RERUN_METHOD = "scicl.llm_dialogue"
+# a cell's field -> the command that edits it and the command's argument
+EDIT_COMMANDS = {"content": ("dialogue.rewrite_turn", "text"),
+                 "label": ("dialogue.label_turn", "label"),
+                 "note": ("dialogue.annotate_turn", "note")}
 TAB_BELIEFS, TAB_RUN, TAB_FIGURES = range(3)
 SELECTED_SERIES = "selected turn"
-
-
-def listed_lines(numbers: list[int], shown: int = 10) -> str:
-    """"lines 6, 9 and 12" (and how many more past ``shown``)."""
-    head = ", ".join(str(n) for n in numbers[:shown])
-    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
-    return f"line{'s' if len(numbers) > 1 else ''} {head}{more}"
 
 
 class DialoguePanel(OpensDroppedFiles, QWidget):
@@ -70,16 +81,20 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         super().__init__(parent)
         self.host = host
         self.model = DialogueModel()
-        self.figures: dict[str, tuple[str, dict]] = {}  # list label -> (job, artifact)
         self.form: SchemaForm | None = None
-        self._filling = False
-        self._hit_index = -1
+        self._filling = False      # the table is being filled: its signals are not the user's
+        self._quiet = False        # a widget set to show the state: not the user's action
         self._schemas: dict[str, dict] = {}
-        self._document: str | None = None  # the file whose edits are on the undo history
+        self.commands = registry_for(host, COMMANDS)
+        self.state = DialogueState(self.model, host, view=self, submit=self._submit)
+        self.commands.bind(SCOPE, self.state)
+        self._stop_listening = self.commands.listen(self._on_invocation)
         self._build()
-        self.model.events.connect("loaded", self._show_transcripts)
+        self.model.events.connect("loaded", self._on_loaded)
         self.model.events.connect("selected", self._on_selected)
+        self.model.events.connect("turn_selected", self._on_turn_selected)
         self.model.events.connect("turn_changed", self._on_turn_changed)
+        self.model.events.connect("search", self._on_search)
         self.jobs = PanelJobs(host, self.run_status.setText, on_result=self._on_result,
                               on_artifact=self._on_artifact)
         self._unsubscribe = host.subscribe(self._on_host_event)
@@ -89,27 +104,35 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     # -- layout --------------------------------------------------------------------------
 
     def _build(self) -> None:
+        commands = self.commands
         bar = QHBoxLayout()
         self.open_button = QPushButton("Open transcripts…")
+        mark_argument(self.open_button, "dialogue.open")  # asks for the file, then opens it
         self.open_button.clicked.connect(self.choose_file)
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Search turns, labels and notes")
-        self.search_edit.returnPressed.connect(self.next_hit)
-        self.search_edit.textChanged.connect(self.search)
+        connect(self.search_edit.textChanged, self.search_edit, commands, "dialogue.search",
+                self._search_args)
+        connect(self.search_edit.returnPressed, self.search_edit, commands, "dialogue.next_hit",
+                lambda: {} if self.model.hits else None)
         self.hits_label = QLabel("")
         self.export_transcripts_button = QPushButton("Export JSONL…")
+        mark_argument(self.export_transcripts_button, "dialogue.export_transcripts")
         self.export_transcripts_button.clicked.connect(
             lambda: self._ask_path("Export transcripts", "JSON Lines (*.jsonl)", "jsonl",
                                    self.export_transcripts))
         self.export_metrics_button = QPushButton("Export CSV…")
+        mark_argument(self.export_metrics_button, "dialogue.export_metrics")
         self.export_metrics_button.clicked.connect(
             lambda: self._ask_path("Export per-turn metrics", "CSV (*.csv)", "csv",
                                    self.export_metrics))
         self.rerun_button = QPushButton("Continue from turn")
         self.rerun_button.setToolTip("rerun the dialogue with the language models from the "
                                      "selected (edited) turn: scicl.llm_dialogue")
-        self.rerun_button.clicked.connect(lambda: self.rerun_from_turn())
+        connect_button(self.rerun_button, commands, "dialogue.continue_from_turn",
+                       self._continue_args)
         self.export_figure_button = QPushButton("Export figure…")
+        mark_argument(self.export_figure_button, "dialogue.export_figure")
         self.export_figure_button.clicked.connect(self.choose_figure_path)
         for widget in (self.open_button, self.search_edit, self.hits_label, self.rerun_button,
                        self.export_transcripts_button, self.export_metrics_button,
@@ -125,13 +148,15 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         header.setSectionResizeMode(COL_CONTENT, QHeaderView.ResizeMode.Stretch)
         self.turns_table.setWordWrap(True)
         self.turns_table.itemChanged.connect(self._on_item_changed)
-        self.turns_table.currentCellChanged.connect(lambda row, *_: self._mark_turn(row))
+        self.turns_table.currentCellChanged.connect(lambda row, *_: self._on_turn_row(row))
 
         self.belief_plot = PlotSpecView()
         self.tabs = QTabWidget()
         self.tabs.addTab(self.belief_plot, "Beliefs")
         self.tabs.addTab(self._build_run_tab(), "Run")
         self.tabs.addTab(self._build_figures_tab(), "Figures")
+        connect(self.tabs.currentChanged, self.tabs, commands, "dialogue.show_tab",
+                lambda index: None if self._quiet else {"tab": TABS[index]})
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         for widget, share in ((self.transcript_list, 2), (self.turns_table, 9),
@@ -143,6 +168,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
                              "or run a simulation.")
         self.status.setWordWrap(True)
         self.outputs = RunOutputs(self, self.open_file, self._open_name, self.status.setText)
+        mark_argument(self.outputs.button, "dialogue.open")  # opens the run's transcript
         status_row = QHBoxLayout()
         status_row.addWidget(self.status, 1)
         status_row.addWidget(self.outputs.button)
@@ -150,16 +176,29 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
         layout.addLayout(status_row)
+        self._route_plot_exports()
+
+    def _route_plot_exports(self) -> None:
+        """pyqtgraph's right-click "Export..." writes no provenance: on either plot it opens
+        the panel's export dialog (``dialogue.export_figure``), which writes the plot shown."""
+        for plot in (self.belief_plot, self.figure_plot):
+            for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
+                if action.text().startswith("Export"):
+                    action.triggered.disconnect()
+                    action.triggered.connect(lambda _checked=False: self.choose_figure_path())
+                    mark_argument(action, "dialogue.export_figure")
 
     def _build_run_tab(self) -> QWidget:
         tab = QWidget()
         layout = QVBoxLayout(tab)
         self.method_box = QComboBox()
-        self.method_box.currentTextChanged.connect(self._show_form)
+        connect(self.method_box.currentTextChanged, self.method_box, self.commands,
+                "dialogue.choose_method",
+                lambda method: None if self._quiet or not method else {"method": method})
         self.form_area = QScrollArea()
         self.form_area.setWidgetResizable(True)
         self.run_button = QPushButton("Run")
-        self.run_button.clicked.connect(self.run)
+        connect_button(self.run_button, self.commands, "dialogue.run_method", self._run_args)
         self.run_status = QLabel("")
         self.run_status.setWordWrap(True)
         layout.addWidget(self.method_box)
@@ -172,44 +211,97 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         tab = QWidget()
         layout = QVBoxLayout(tab)
         self.figure_list = QListWidget()
-        self.figure_list.currentTextChanged.connect(self._show_figure)
+        connect(self.figure_list.currentTextChanged, self.figure_list, self.commands,
+                "dialogue.show_figure",
+                lambda label: None if self._quiet or not label else {"figure": label})
         self.figure_plot = PlotSpecView()
         layout.addWidget(self.figure_list, 1)
         layout.addWidget(self.figure_plot, 3)
         return tab
 
-    # -- transcripts ---------------------------------------------------------------------
-
-    @command("Cannot open the transcripts")
-    def open_file(self, path: str | os.PathLike) -> bool:
-        """Open a transcript file in place of the one shown (which the undo history leaves;
-        its autosaved edits stay), replaying the new one's saved edits; the search starts
-        over on it."""
+    @contextmanager
+    def quietly(self) -> Iterator[None]:
+        """Widgets set here show the state; their signals are not the user's actions."""
+        was, self._quiet = self._quiet, True
         try:
-            loaded = self.model.load(path)
-        except Exception as exc:  # FormatError and OSError name the file
-            self.host.show_error("Cannot open the transcripts", str(exc))
-            return False
-        self._leave_document()
-        self._document = self.model.document
-        self._reset_search()
-        restore = getattr(self.host, "restore_edits", None)
-        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
-        skipped = f"; {len(loaded.problems)} malformed line(s) skipped: " \
-                  f"{listed_lines([n for n, _ in loaded.problems])} (first: " \
-                  f"{loaded.problems[0][1]})" if loaded.problems else ""
-        self.status.setText(f"{Path(path).name}: {len(loaded.transcripts)} transcript(s), "
-                            f"{loaded.layout} layout{skipped}"
-                            + (f"; {restored} saved edit(s) restored" if restored else ""))
-        self._show_turns()
-        return True
+            yield
+        finally:
+            self._quiet = was
 
-    def _leave_document(self) -> None:
-        """The file shown before (or this one, read again: its saved edits are replayed next)
-        leaves the undo history; its autosaved edits stay for when it is opened again."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self._document is not None and callable(forget):
-            forget(self._document)
+    # -- commands: the wrappers tests, drops and the window call -------------------------
+
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """A dialogue command's outcome in the status line: its refusal, or what it said."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused:
+            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
+        elif isinstance(invocation.result, Path):
+            self.status.setText(f"Exported {invocation.result}")
+
+    def open_file(self, path: str | os.PathLike) -> bool:
+        """Open a transcript file (``dialogue.open``); a problem is reported, never raised."""
+        return self.commands.trigger("dialogue.open", path=str(path)) is not None
+
+    def search(self, query: str) -> None:
+        self.commands.trigger("dialogue.search", query=query)
+
+    def next_hit(self) -> None:
+        if self.model.hits:
+            self.commands.trigger("dialogue.next_hit")
+
+    def select_method(self, method: str) -> None:
+        self.commands.trigger("dialogue.choose_method", method=method)
+
+    def run(self) -> None:
+        """Run the method chosen with the form's values (the Run button)."""
+        args = self._run_args()
+        if args is not None:
+            self.commands.trigger("dialogue.run_method", **args)
+
+    def rerun_from_turn(self, turn: int | None = None) -> None:
+        """Continue the current transcript after ``turn`` (default: the chosen one)."""
+        args = self._continue_args()
+        if turn is not None:
+            args["turn"] = turn
+        self.commands.trigger("dialogue.continue_from_turn", **args)
+
+    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                      caption: bool = False) -> Path | None:
+        """The plot in front as PNG, SVG or PDF (``dialogue.export_figure``); the file
+        written, or ``None`` when it was refused (and said why)."""
+        return self.commands.trigger("dialogue.export_figure", path=str(path), dpi=dpi,
+                                     caption=caption)
+
+    def export_transcripts(self, path: str | os.PathLike) -> None:
+        self.commands.trigger("dialogue.export_transcripts", path=str(path))
+
+    def export_metrics(self, path: str | os.PathLike) -> None:
+        self.commands.trigger("dialogue.export_metrics", path=str(path))
+
+    def _search_args(self, text: str) -> dict | None:
+        """Search as the user types; nothing to search before a file is open."""
+        return None if self._quiet or self.model.file is None else {"query": text}
+
+    def _run_args(self) -> dict | None:
+        """The method chosen and the form's values; ``None`` when the form shows why not."""
+        method = self.method_box.currentText()
+        params = self.form.submittable() if self.form is not None and method else None
+        return None if params is None else {"method": method, "params": params}
+
+    def _continue_args(self) -> dict:
+        """The transcript shown, its chosen turn, and the form's values when the form is
+        scicl.llm_dialogue's."""
+        args: dict = {}
+        if self.model.transcript is not None:
+            args = {"transcript": self.model.transcript.id, "turn": self.model.turn}
+        if self.method_box.currentText() == RERUN_METHOD and self.form is not None:
+            args["params"] = {k: v for k, v in self.form.values().items() if v is not None}
+        return args
+
+    # -- transcripts ---------------------------------------------------------------------
 
     def _open_name(self) -> str | None:
         """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
@@ -222,13 +314,17 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    def _show_transcripts(self) -> None:
+    def _on_loaded(self) -> None:
+        """A file opened: its transcripts listed; the search starts over on it."""
         self.transcript_list.blockSignals(True)
         self.transcript_list.clear()
         for transcript in self.model.transcripts:
             self.transcript_list.addItem(f"{transcript.id}  ({len(transcript.turns)} turns)")
         self.transcript_list.setCurrentRow(self.model.current)
         self.transcript_list.blockSignals(False)
+        with self.quietly():
+            self.search_edit.clear()
+        self.hits_label.setText("")
 
     @command("Cannot show the transcript")
     def _on_selected(self, index: int) -> None:
@@ -241,31 +337,46 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     def _on_transcript_row(self, row: int) -> None:
         if 0 <= row < len(self.model.transcripts) and row != self.model.current:
-            self.model.select(row)
+            self.commands.trigger("dialogue.select_transcript",
+                                  transcript=self.model.transcripts[row].id)
+
+    def _on_turn_row(self, row: int) -> None:
+        """A turn clicked or reached by the keys: chosen (``dialogue.select_turn``)."""
+        transcript = self.model.transcript
+        if self._filling or self._quiet or transcript is None or row == self.model.turn \
+                or not 0 <= row < len(transcript.turns):
+            return
+        self.commands.trigger("dialogue.select_turn", transcript=transcript.id, turn=row)
 
     def _show_turns(self) -> None:
         transcript = self.model.transcript
         self._filling = True
         try:
             self.turns_table.setRowCount(0)
-            if transcript is None:
-                return
-            self.turns_table.setRowCount(len(transcript.turns))
-            for row, turn in enumerate(transcript.turns):
-                belief = turn_belief(turn.meta)
-                cells = [str(row), turn.role, _cell_text(turn, COL_CONTENT),
-                         "" if belief is None else f"{belief:.3f}",
-                         _cell_text(turn, COL_LABEL), _cell_text(turn, COL_NOTE)]
-                for column, text in enumerate(cells):
-                    item = QTableWidgetItem(text)
-                    if column not in EDIT_COLUMNS:
-                        item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
-                    if column == COL_CONTENT:
-                        item.setToolTip(turn.content)
-                    self.turns_table.setItem(row, column, item)
+            if transcript is not None:
+                self.turns_table.setRowCount(len(transcript.turns))
+                for row, turn in enumerate(transcript.turns):
+                    self._fill_row(row, turn)
+            turn = self.model.turn
+            self.turns_table.setCurrentCell(-1 if turn is None else turn,
+                                            -1 if turn is None else COL_CONTENT)
         finally:
             self._filling = False
         self._draw_beliefs()
+        self._mark_turn(self.model.turn)
+
+    def _fill_row(self, row: int, turn: Turn) -> None:
+        belief = turn_belief(turn.meta)
+        cells = [str(row), turn.role, _cell_text(turn, COL_CONTENT),
+                 "" if belief is None else f"{belief:.3f}",
+                 _cell_text(turn, COL_LABEL), _cell_text(turn, COL_NOTE)]
+        for column, text in enumerate(cells):
+            item = QTableWidgetItem(text)
+            if column not in EDIT_COLUMNS:
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEditable)
+            if column == COL_CONTENT:
+                item.setToolTip(turn.content)
+            self.turns_table.setItem(row, column, item)
 
     def _draw_beliefs(self) -> None:
         transcript = self.model.transcript
@@ -278,26 +389,38 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
                                    "ylabel": "belief / score", "series": curves,
                                    "hlines": []})
 
-    @command("Cannot mark the turn")
-    def _mark_turn(self, row: int) -> None:
-        """The selected turn, marked on the belief plot (transcript and plot aligned)."""
+    @command("Cannot show the turn")
+    def _on_turn_selected(self, turn: int | None) -> None:
+        """The chosen turn: current in the table (scrolled to) and marked on the plot."""
+        if turn is not None and self.turns_table.currentRow() != turn:
+            with self.quietly():
+                self.turns_table.setCurrentCell(turn, COL_CONTENT)
+        self._mark_turn(turn)
+
+    def _mark_turn(self, row: int | None) -> None:
+        """The chosen turn, marked on the belief plot (transcript and plot aligned)."""
         transcript = self.model.transcript
-        if transcript is None or not 0 <= row < len(transcript.turns):
+        if transcript is None or row is None or not 0 <= row < len(transcript.turns):
+            self.belief_plot.set_series(SELECTED_SERIES, [], [], style="scatter")
             return
         belief = turn_belief(transcript.turns[row].meta)
         self.belief_plot.set_series(SELECTED_SERIES, [row], [0.0 if belief is None else belief],
                                     style="scatter")
 
-    @command("Cannot edit the turn")
     def _on_item_changed(self, item: QTableWidgetItem) -> None:
+        """A cell typed into: the turn relabelled, annotated or rewritten by its command;
+        refused or not, the cells show what the turn holds afterwards."""
         if self._filling or item.column() not in EDIT_COLUMNS:
             return
+        row, transcript = item.row(), self.model.transcript
         try:
-            edit = self.model.edit(item.row(), EDIT_COLUMNS[item.column()], item.text())
-            if edit.value != edit.previous:
-                self.host.push_edit(self.model.document, edit, self.model)
-        finally:  # refused or not, the cells show what the turn holds
-            self._show_turn_cells(item.row())
+            if transcript is not None and 0 <= row < len(transcript.turns) \
+                    and item.text() != _cell_text(transcript.turns[row], item.column()):
+                command_id, argument = EDIT_COMMANDS[EDIT_COLUMNS[item.column()]]
+                self.commands.trigger(command_id, transcript=transcript.id, turn=row,
+                                      **{argument: item.text()})
+        finally:
+            self._show_turn_cells(row)
 
     def _on_turn_changed(self, transcript: str, turn: int) -> None:
         current = self.model.transcript
@@ -323,31 +446,12 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     # -- search --------------------------------------------------------------------------
 
-    @command("Cannot search")
-    def search(self, query: str) -> None:
-        hits = self.model.search(query)
-        self.hits_label.setText(f"{len(hits)} hit(s)" if query.strip() else "")
-        self._hit_index = -1
-        if hits:
-            self.next_hit()
-
-    def _reset_search(self) -> None:
-        """A new file: no query, no hits counted in the old one."""
-        self.search_edit.blockSignals(True)
-        self.search_edit.clear()
-        self.search_edit.blockSignals(False)
-        self.hits_label.setText("")
-        self._hit_index = -1
-
-    @command("Cannot go to the next hit")
-    def next_hit(self) -> None:
-        if not self.model.hits:
-            return
-        self._hit_index = (self._hit_index + 1) % len(self.model.hits)
-        transcript, turn = self.model.hits[self._hit_index]
-        if transcript != self.model.current:
-            self.model.select(transcript)
-        self.turns_table.setCurrentCell(turn, COL_CONTENT)
+    def _on_search(self, hits: list) -> None:
+        """The query in the box (also when a script searched) and its hit count."""
+        if self.search_edit.text() != self.model.query:
+            with self.quietly():
+                self.search_edit.setText(self.model.query)
+        self.hits_label.setText(f"{len(hits)} hit(s)" if self.model.query.strip() else "")
 
     # -- runs ----------------------------------------------------------------------------
 
@@ -355,16 +459,24 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
     def refresh_methods(self) -> None:
         available = [m for m in self.host.methods() if m["id"] in FORM_METHODS]
         self._schemas = {m["id"]: m.get("params_schema") or {} for m in available}
-        self.method_box.blockSignals(True)
-        self.method_box.clear()
-        self.method_box.addItems(sorted(self._schemas, key=FORM_METHODS.index))
-        self.method_box.blockSignals(False)
+        with self.quietly():
+            self.method_box.clear()
+            self.method_box.addItems(sorted(self._schemas, key=FORM_METHODS.index))
         self._show_form(self.method_box.currentText())
+
+    def show_method(self, method: str) -> None:
+        """The method in the box and its form below (``dialogue.choose_method``)."""
+        if self.method_box.currentText() != method:
+            with self.quietly():
+                self.method_box.setCurrentText(method)
+        if self.form is None or getattr(self, "_form_method", None) != method:
+            self._show_form(method)
 
     @command("Cannot show the method's form")
     def _show_form(self, method: str) -> None:
         schema = self._schemas.get(method)
         self.run_button.setEnabled(schema is not None)
+        self._form_method = method
         if schema is None:
             self.form_area.setWidget(QLabel("The engine lists no scicl methods yet."))
             self.form = None
@@ -372,46 +484,15 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self.form = SchemaForm(schema)
         self.form_area.setWidget(self.form)
 
-    def select_method(self, method: str) -> None:
-        self.method_box.setCurrentText(method)
+    def show_tab(self, tab: str) -> None:
+        """Beliefs, Run or Figures in front (``dialogue.show_tab``)."""
+        with self.quietly():
+            self.tabs.setCurrentIndex(TABS.index(tab))
 
-    @command("Cannot run")
-    def run(self) -> None:
-        method = self.method_box.currentText()
-        params = self.form.submittable() if self.form is not None and method else None
-        if params is None:
-            return
+    def _submit(self, method: str, params: dict, inputs: dict) -> None:
+        """A command's job, followed in the Run tab's status line."""
         self.run_status.setText(f"Submitting {method}…")
-        self.jobs.submit(method, params, on_error=self._rejected)
-
-    @command("Cannot continue the dialogue")
-    def rerun_from_turn(self, turn: int | None = None) -> None:
-        """Submit ``scicl.llm_dialogue`` continuing the current transcript after ``turn``
-        (default: the selected one), with the form's values when that method is chosen."""
-        turn = self.turns_table.currentRow() if turn is None else turn
-        folder = Path(self._scratch_folder())
-        name = "".join(c if c.isalnum() else "_" for c in self.model.transcript.id) \
-            if self.model.transcript else "none"
-        try:
-            prefix = self.model.write_prefix(folder / f"prefix-{name}-{turn}.jsonl", turn)
-        except (ValueError, OSError) as exc:
-            self.host.show_error("Cannot rerun", str(exc))
-            return
-        chosen = self.method_box.currentText() == RERUN_METHOD and self.form is not None
-        params = {k: v for k, v in self.form.values().items() if v is not None} if chosen \
-            else {}
-        params["prefix_turns"] = turn + 1
-        self.run_status.setText(f"Continuing {self.model.transcript.id} after turn {turn}…")
-        self.jobs.submit(RERUN_METHOD, params, {"prefix": str(prefix)}, on_error=self._rejected)
-
-    def _scratch_folder(self) -> str:
-        """Where prefixes for reruns are written: the workspace when the shell says where."""
-        workspace = getattr(self.host, "workspace_path", None)
-        if callable(workspace):
-            folder = Path(workspace()) / "dialogue"
-            folder.mkdir(parents=True, exist_ok=True)
-            return str(folder)
-        return tempfile.mkdtemp(prefix="studio-dialogue-")
+        self.jobs.submit(method, params, inputs, on_error=self._rejected)
 
     def _rejected(self, message: str) -> None:
         if self.form is not None:
@@ -430,28 +511,36 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     @command("Cannot show the run's figure")
     def _on_artifact(self, job: str, method: str, artifact: dict) -> None:
-        if artifact.get("kind") != "plot":
-            return
-        label = f"{method} / {artifact.get('name', '?')}  ({job})"
-        self.figures[label] = (job, artifact)
-        self.figure_list.addItem(label)
-        if self.figure_list.currentRow() < 0:
-            self.figure_list.setCurrentRow(0)
-            self.tabs.setCurrentIndex(TAB_FIGURES)
+        if artifact.get("kind") == "plot":
+            self._add_figure(job, method, artifact)
 
-    @command("Cannot show the figure")
-    def _show_figure(self, label: str) -> None:
-        if label not in self.figures:
-            return
-        job, artifact = self.figures[label]
+    def _add_figure(self, job: str, method: str, artifact: dict) -> str:
+        """A run's figure offered in the Figures list (the first one shown at once)."""
+        label = f"{method} / {artifact.get('name', '?')}  ({job})"
+        self.state.figures[label] = (job, method, artifact)
+        with self.quietly():
+            self.figure_list.addItem(label)
+            if self.figure_list.currentRow() < 0:
+                self.figure_list.setCurrentRow(0)
+                self.show_figure(label)
+                self.tabs.setCurrentIndex(TAB_FIGURES)
+        return label
+
+    def show_figure(self, label: str) -> str | None:
+        """Draw a run's figure (``dialogue.show_figure``); what went wrong, if anything."""
+        job, method, artifact = self.state.figures[label]
         path = Path(self.host.run_dir(job)) / artifact.get("path", "")
         try:
             spec = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            self.run_status.setText(f"{path}: not a readable figure ({exc})")
-            return
+            return f"{path}: not a readable figure ({exc})"
+        items = self.figure_list.findItems(label, Qt.MatchFlag.MatchExactly)
+        if items and self.figure_list.currentItem() is not items[0]:
+            with self.quietly():
+                self.figure_list.setCurrentItem(items[0])
         self.figure_plot.set_spec(spec, {"run_id": job, "artifact": artifact.get("name"),
-                                         "method": self.jobs[job]})
+                                         "method": method})
+        return None
 
     # -- export --------------------------------------------------------------------------
 
@@ -467,29 +556,22 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         turn selected and the metric drawn."""
         label = self.figure_list.currentItem().text() if self.figure_list.currentItem() \
             else ""
-        if self.tabs.currentIndex() == TAB_FIGURES and label in self.figures:
-            job, artifact = self.figures[label]
+        if self.tabs.currentIndex() == TAB_FIGURES and label in self.state.figures:
+            job, method, artifact = self.state.figures[label]
             run_dir = Path(self.host.run_dir(job))
             run = provenance.run_entry(run_dir)
-            run.update(run_id=job, method=run["method"] or self.jobs[job])
+            run.update(run_id=job, method=run["method"] or method)
             return provenance.record([run_dir / artifact.get("path", "")],
                                      {"panel": "dialogue", "figure": label,
                                       "artifact": artifact.get("name")}, [run])
         rows = sorted({index.row() for index in self.turns_table.selectedIndexes()})
-        return self._data_provenance({"panel": "dialogue", "figure": "per-turn belief",
-                                      **self.model.view_state(self.turns_table.currentRow()),
-                                      "selected_turns": rows})
-
-    def _data_provenance(self, view: dict) -> dict:
-        """A record naming the open transcript file, and the run that wrote it if any."""
-        path = Path(self.model.file.path) if self.model.file is not None else None
-        run_dir = provenance.run_folder(path) if path is not None else None
-        return provenance.record([path] if path is not None else [], view,
-                                 [provenance.run_entry(run_dir)] if run_dir else [])
+        return data_provenance(self.model, {"panel": "dialogue", "figure": "per-turn belief",
+                                            **self.model.view_state(self.model.turn),
+                                            "selected_turns": rows})
 
     def info_line(self) -> str:
         """The line a figure's caption repeats: file, transcript, selected turn, metric."""
-        state = self.model.view_state(self.turns_table.currentRow())
+        state = self.model.view_state(self.model.turn)
         if not state:
             return ""
         parts = [Path(self.model.file.path).name]
@@ -503,40 +585,17 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             parts.append("metric " + ", ".join(state["metric"]))
         return " · ".join(parts)
 
-    @command("Export failed")
-    def export_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
-                      caption: bool = False) -> Path:
+    def write_figure(self, path: str | os.PathLike, dpi: int = DEFAULT_DPI,
+                     caption: bool = False) -> Path:
         """The plot in front, drawn for the page at ``dpi`` as PNG, SVG or PDF, with its
         provenance inside and, when asked, the information line as its caption."""
         plot = self.current_plot()
         plot.flush()  # points still waiting for the next frame (the selected turn) drawn too
-        written = export_widget(plot, ExportChoice(Path(path), dpi, caption), plot.provenance,
-                                self.info_line())
-        self.status.setText(f"Exported {written}")
-        return written
+        return export_widget(plot, ExportChoice(Path(path), dpi, caption), plot.provenance,
+                             self.info_line())
 
-    def export_transcripts(self, path: str | os.PathLike) -> None:
-        self._export_data(lambda: self.model.export_jsonl(path), Path(path), "transcripts")
-
-    def export_metrics(self, path: str | os.PathLike) -> None:
-        self._export_data(lambda: self.model.export_metrics_csv(path), Path(path),
-                          "per-turn metrics")
-
-    def _export_data(self, write, target: Path, what: str) -> None:
-        """Write a data file, then its ``.provenance.json`` sidecar: the source file and the
-        edits' state (every transcript, labels and notes as edited)."""
-        try:
-            write()
-            provenance.write_sidecar(target, self._data_provenance(
-                {"panel": "dialogue", "export": what, **self.model.view_state()}))
-        except Exception as exc:  # a full disk or a bad folder must not close the panel
-            self.host.show_error("Export failed", f"{target}: {exc}")
-            return
-        self.status.setText(f"Exported {target}")
-
-    @command("Cannot export the figure")
     def choose_figure_path(self) -> None:
-        """The export dialog (file, resolution, caption), then ``export_figure``."""
+        """The export dialog (file, resolution, caption), then ``dialogue.export_figure``."""
         choice = ask_export(self, "Export figure", "beliefs.png", self.info_line())
         if choice is not None:
             self.export_figure(choice.path, choice.dpi, choice.caption)
@@ -550,12 +609,108 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    # -- drag and drop, lifetime ---------------------------------------------------------
+    # -- sessions (issue 39): what is open and how it is shown ---------------------------
+
+    def _belief_box(self) -> pg.ViewBox:
+        return self.belief_plot.findChild(pg.PlotWidget).getPlotItem().getViewBox()
+
+    def view_state(self) -> dict:
+        """The view as JSON: the file by path, the transcript and turn chosen, the search and
+        its hit, the tab, the method and its form, the runs' figures and the one shown, and
+        the belief plot's zoom when the user zoomed (``restore_view_state`` reads it)."""
+        model = self.model
+        box = self._belief_box()
+        zoomed = not all(box.autoRangeEnabled())
+        figure = self.figure_list.currentItem()
+        state: dict = {
+            "tab": TABS[self.tabs.currentIndex()],
+            "method": self.method_box.currentText() or None,
+            "form": self.form.values() if self.form is not None else {},
+            "figures": [{"label": label, "run": job, "method": method, "artifact": artifact}
+                        for label, (job, method, artifact) in self.state.figures.items()],
+            "figure": figure.text() if figure is not None else None,
+            "belief_zoom": {"x": [float(v) for v in box.viewRange()[0]],
+                            "y": [float(v) for v in box.viewRange()[1]]} if zoomed else None}
+        if model.file is not None:
+            state.update({
+                "path": str(Path(model.file.path).resolve()),
+                "transcript": model.transcript.id if model.transcript is not None else None,
+                "turn": model.turn, "search": model.query, "hit": model.hit_index})
+        return json.loads(json.dumps(state))  # plain JSON: what a session file holds
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way; a sentence for each part
+        that could not be restored (a file gone, a transcript or turn the file lacks, a run's
+        figure whose folder is gone)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args) -> bool:
+            return self.commands.run_restoring(problems, command_id, **args)
+
+        opened = bool(state.get("path")) and run("dialogue.open", path=str(state["path"]))
+        if opened:
+            if state.get("search"):
+                run("dialogue.search", query=str(state["search"]))
+            if state.get("transcript") is not None:
+                run("dialogue.select_transcript", transcript=str(state["transcript"]))
+            turn = state.get("turn")
+            if turn is not None and self.model.transcript is not None:
+                run("dialogue.select_turn", transcript=self.model.transcript.id, turn=turn)
+            hit = state.get("hit")
+            if isinstance(hit, int) and -1 <= hit < len(self.model.hits):
+                self.model.hit_index = hit
+        self._restore_figures(state, problems)
+        method = state.get("method")
+        if method and method != self.method_box.currentText():
+            run("dialogue.choose_method", method=str(method))
+        if self.form is not None and isinstance(state.get("form"), dict):
+            self.form.set_values(state["form"])
+        if state.get("tab") in TABS:
+            run("dialogue.show_tab", tab=state["tab"])
+        zoom = state.get("belief_zoom")
+        if isinstance(zoom, dict):
+            try:
+                self._belief_box().setRange(xRange=[float(v) for v in zoom["x"]],
+                                            yRange=[float(v) for v in zoom["y"]], padding=0)
+            except (KeyError, TypeError, ValueError):
+                problems.append(f"dialogue: the plot's zoom {zoom!r} is not x/y ranges")
+        return problems
+
+    def _restore_figures(self, state: dict, problems: list[str]) -> None:
+        """The runs' figures offered again where their run folders still hold them."""
+        for entry in state.get("figures") or []:
+            try:
+                job, method, artifact = str(entry["run"]), str(entry["method"]), \
+                    dict(entry["artifact"])
+            except (KeyError, TypeError, ValueError):
+                problems.append(f"dialogue: a run figure {entry!r} names no run")
+                continue
+            spec = Path(self.host.run_dir(job)) / artifact.get("path", "")
+            if not spec.is_file():
+                problems.append(f"dialogue: the figure {entry.get('label')!r} is gone "
+                                f"({spec} does not exist)")
+                continue
+            if f"{method} / {artifact.get('name', '?')}  ({job})" not in self.state.figures:
+                self._add_figure(job, method, artifact)
+        wanted = state.get("figure")
+        if wanted and wanted in self.state.figures:
+            self.commands.run_restoring(problems, "dialogue.show_figure", figure=wanted)
+
+    # -- lifetime ------------------------------------------------------------------------
 
     def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop following jobs and leave the registry (idempotent)."""
+        if self.state.view is None:
+            return
         self.jobs.close()
         self._unsubscribe()
-        super().closeEvent(event)
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
+        self.state.view = None
 
 
 def _cell_text(turn: Turn, column: int) -> str:

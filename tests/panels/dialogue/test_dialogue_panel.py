@@ -300,9 +300,10 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host,
 
     monkeypatch.setattr(panel.model, "edit", broken)
     panel.turns_table.item(1, COL_LABEL).setText("sycophantic")  # Qt calls the slot
-    assert host.errors[-1] == ("Cannot edit the turn", "RuntimeError: index out of date")
-    assert panel.status.text() == "Cannot edit the turn: RuntimeError: index out of date"
-    assert "Cannot edit the turn" in caplog.text and host.history.stack.count() == 0
+    assert host.errors[-1] == ("Cannot label a turn",
+                               "dialogue.label_turn: RuntimeError: index out of date")
+    assert panel.status.text() == "Label a turn refused: RuntimeError: index out of date"
+    assert "dialogue.label_turn failed" in caplog.text and host.history.stack.count() == 0
     assert panel.turns_table.item(1, COL_LABEL).text() == ""  # the cell shows the turn again
 
 
