@@ -465,28 +465,30 @@ class Studio:
     @contextmanager
     def _refusals(self) -> Iterator[None]:
         """What the window reports while the body runs (its error boxes) is raised as
-        ``StudioRefused`` instead, and the boxes the script caused are closed. An interrupt
-        or a timeout in flight is kept."""
+        ``StudioRefused`` instead, and the boxes the script caused are closed (others stay).
+        An interrupt or a timeout in flight is kept."""
         seen = len(self.window.errors)
+        boxes = list(getattr(self.window, "_message_boxes", []))
         try:
             yield
         except Exception as exc:
-            self._raise_reported(seen, exc)
+            self._raise_reported(seen, boxes, exc)
             raise
-        self._raise_reported(seen, None)
+        self._raise_reported(seen, boxes, None)
 
-    def _raise_reported(self, seen: int, cause: BaseException | None) -> None:
+    def _raise_reported(self, seen: int, boxes: list, cause: BaseException | None) -> None:
         reported = self.window.errors[seen:]
         if reported:
-            _close_message_boxes(self.window)
+            _close_message_boxes(self.window, keep=boxes)
             lines = [message if message.startswith(f"{what}:") else f"{what}: {message}"
                      for what, message in reported]
             raise StudioRefused("\n".join(lines)) from cause
 
 
-def _close_message_boxes(window: Any) -> None:
+def _close_message_boxes(window: Any, keep: list) -> None:
     for box in list(getattr(window, "_message_boxes", [])):
-        box.close()
+        if not any(box is kept for kept in keep):
+            box.close()
 
 
 async def _rewritten(target: Path, before: int | None, failed: Callable[[], bool],

@@ -273,9 +273,12 @@ def test_unreadable_file_is_refused_with_the_windows_message(main_window, tmp_pa
     bad = tmp_path / "broken.def"
     bad.write_text("VERSION 5.8 ;\nDESIGN broken ;\nUNITS DISTANCE MICRONS", encoding="utf-8")
     studio = Studio(main_window)
+    main_window.show_error("Earlier", "a box the user has not closed yet")
+    earlier = list(main_window._message_boxes)
     with pytest.raises(StudioRefused, match="broken.def"):
         studio.open(bad)
-    assert not main_window._message_boxes   # the script's refusal, not a box left open
+    # the script's refusal is the exception, not a box left open; the user's box stays
+    assert main_window._message_boxes == earlier and earlier[0].isVisible()
 
 
 def test_panel_and_data_describe_what_is_open(main_window):
