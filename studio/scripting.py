@@ -238,15 +238,14 @@ class Studio:
         target = Path(path).expanduser()
         if not target.exists():
             raise StudioRefused(f"{target}: no such file")
-        before = set(self.window.panel_widgets.values())
         with self._refusals():
+            # File > Open's own coroutine (``open_paths`` starts it and returns at once)
             self._wait(self.window._open_path(str(target.resolve())))
         self._settle()  # a panel's first layout and background work on the file
         for panel_id, widget in self.window.panel_widgets.items():
             if widget is self.window.tabs.currentWidget():
                 return panel_id
-        opened = set(self.window.panel_widgets.values()) - before
-        raise StudioRefused(f"{target}: no panel opened it ({len(opened)} new panels)")
+        raise StudioRefused(f"{target}: no panel opened it")
 
     # -- commands ------------------------------------------------------------------------------
     def command(self, command_id: str, /, **args: Any) -> Any:
