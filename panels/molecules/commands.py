@@ -325,6 +325,10 @@ class PlayArgs(CommandArgs):
     playing: bool = Field(True, description="play (false: pause)")
 
 
+class SpeedArgs(CommandArgs):
+    fps: int = Field(ge=1, le=60, description="frames per second")
+
+
 # -- opening -----------------------------------------------------------------------------------
 
 
@@ -565,6 +569,11 @@ def play_trajectory(state: MoleculesState, args: PlayArgs) -> bool:
     return True
 
 
+def set_speed(state: MoleculesState, args: SpeedArgs) -> bool:
+    _view(state, "set the playing speed").player.fps_box.setValue(args.fps)
+    return True
+
+
 # -- exports and runs --------------------------------------------------------------------------
 
 
@@ -752,6 +761,8 @@ COMMANDS = [
             "frame.", show_frame, FrameArgs),
     Command("molecules.play_trajectory", "Play the trajectory", "Play or pause the "
             "trajectory.", play_trajectory, PlayArgs),
+    Command("molecules.set_speed", "Set the playing speed", "Frames per second of the "
+            "trajectory player.", set_speed, SpeedArgs),
     Command("molecules.export_grid", "Export the grid", "The grid as PNG or SVG, hits "
             "highlighted, provenance inside.", export_grid, FigureArgs),
     Command("molecules.export_histogram", "Export the histogram", "The histogram as PNG, SVG "

@@ -142,10 +142,11 @@ class EditSmiles:
     smiles: str
     previous: str
     reason: str = "Edit"
+    name: str = ""  # the molecule's name, for the undo history's label
 
     @property
     def label(self) -> str:
-        return f"{self.reason} molecule {self.index + 1}"
+        return f"{self.reason} {self.name or f'molecule {self.index + 1}'}"
 
     def apply(self, model: MoleculeSetModel) -> None:
         model.set_smiles(self.index, self.smiles)
@@ -155,7 +156,8 @@ class EditSmiles:
 
     def to_json(self) -> dict:
         return {"type": "edit_smiles", "index": self.index, "smiles": self.smiles,
-                "previous": self.previous, "reason": self.reason}
+                "previous": self.previous, "reason": self.reason,
+                **({"name": self.name} if self.name else {})}
 
 
 @dataclass
@@ -165,10 +167,11 @@ class SetFlag:
     index: int
     flag: str
     previous: str
+    name: str = ""  # the molecule's name, for the undo history's label
 
     @property
     def label(self) -> str:
-        return f"Mark molecule {self.index + 1} {self.flag or 'unmarked'}"
+        return f"Mark {self.name or f'molecule {self.index + 1}'} {self.flag or 'unmarked'}"
 
     def apply(self, model: MoleculeSetModel) -> None:
         model.set_flag(self.index, self.flag)
@@ -178,16 +181,17 @@ class SetFlag:
 
     def to_json(self) -> dict:
         return {"type": "set_flag", "index": self.index, "flag": self.flag,
-                "previous": self.previous}
+                "previous": self.previous, **({"name": self.name} if self.name else {})}
 
 
 def decode(data: dict) -> EditSmiles | SetFlag:
     """A saved edit back as a command (``host.restore_edits``)."""
     if data.get("type") == "edit_smiles":
         return EditSmiles(int(data["index"]), str(data["smiles"]), str(data["previous"]),
-                          str(data.get("reason", "Edit")))
+                          str(data.get("reason", "Edit")), str(data.get("name", "")))
     if data.get("type") == "set_flag":
-        return SetFlag(int(data["index"]), str(data["flag"]), str(data["previous"]))
+        return SetFlag(int(data["index"]), str(data["flag"]), str(data["previous"]),
+                       str(data.get("name", "")))
     raise ValueError(f"not a molecule edit: {data.get('type')!r}")
 
 
@@ -480,7 +484,8 @@ class MoleculeSetModel:
         canonical = canonical_smiles(smiles.strip())
         if canonical is None:
             raise ValueError(f"not a valid SMILES: {smiles!r}")
-        return EditSmiles(index, canonical, self.entries[index].smiles)
+        return EditSmiles(index, canonical, self.entries[index].smiles,
+                          name=self.entries[index].name)
 
     def standardisation(self, index: int) -> EditSmiles | None:
         """Largest fragment, no stereo, neutral: the cleaning kCGM's reference gets; ``None``
@@ -489,12 +494,12 @@ class MoleculeSetModel:
         cleaned = standardise(current) if self.entries[index].valid else None
         if cleaned is None or cleaned == current:
             return None
-        return EditSmiles(index, cleaned, current, "Standardise")
+        return EditSmiles(index, cleaned, current, "Standardise", self.entries[index].name)
 
     def flagging(self, index: int, flag: str) -> SetFlag:
         if flag not in FLAGS:
             raise ValueError(f"flag must be one of {FLAGS}")
-        return SetFlag(index, flag, self.entries[index].flag)
+        return SetFlag(index, flag, self.entries[index].flag, self.entries[index].name)
 
     def set_smiles(self, index: int, smiles: str) -> None:
         self.entries[index].replace_smiles(smiles)

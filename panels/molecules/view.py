@@ -26,6 +26,11 @@ twice the screen's resolution by default; the histogram (PNG, SVG, PDF, drawn fo
 with the information line as an optional caption); the selected rows of the grid or table (all
 shown rows when none are selected) as SMILES, CSV, SDF, FASTA or PDB with a
 ``.provenance.json`` sidecar. Ctrl+E exports the figure of the tab in front (else the grid).
+
+Every button, box, key, header click, residue click and player control runs a command of
+``panels/molecules/commands.py`` through the window's registry, naming molecules as the user
+sees them; this class keeps the layout and what is drawn. ``view_state`` and
+``restore_view_state`` save and reopen what is shown (sessions).
 """
 
 from __future__ import annotations
@@ -610,6 +615,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
                 "molecules.play_trajectory", lambda playing: {"playing": playing})
         connect(self.player.slider.sliderReleased, self.player.slider, commands,
                 "molecules.show_frame", lambda: {"frame": self.player.frame + 1})
+        connect(self.player.fps_box.valueChanged, self.player.fps_box, commands,
+                "molecules.set_speed", lambda fps: {"fps": fps})
         right = QWidget()
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -1796,7 +1803,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             "scheme": self.scheme_box.currentData(),
             "reference": _absolute(self.state.reference_path) or None,
             "splitter": self.splitter.sizes(),
-            "run_box": self.run_box.currentText()}
+            "run_box": self.run_box.currentText(),
+            "fps": self.player.fps_box.value()}
         opened = self._opened_as()
         if opened:
             state["open"] = opened
@@ -1895,6 +1903,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         if isinstance(residue, dict) and self.sequence_strip.tracks:
             run("molecules.select_residue", chain=str(residue.get("chain")),
                 residue=residue.get("residue"))
+        if isinstance(state.get("fps"), int) and state["fps"] != self.player.fps_box.value():
+            run("molecules.set_speed", fps=state["fps"])
         if state.get("run_box") in RUN_METHODS:
             self.run_box.setCurrentText(state["run_box"])
         sizes = state.get("splitter")

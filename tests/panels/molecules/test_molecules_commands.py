@@ -77,7 +77,7 @@ def test_edit_mark_and_undo_through_the_history_without_a_window(headless, files
     entries = {e.name: e for e in state.model.entries}
     assert entries["phenol"].flag == "accepted" and entries["ethanol"].smiles == "CCN"
     assert entries["benzoate"].smiles == "O=C(O)c1ccccc1"
-    assert history.stack.count() == 3 and "Standardise" in history.stack.undoText()
+    assert history.stack.count() == 3 and history.stack.undoText() == "Standardise benzoate"
     history.stack.undo()
     history.stack.undo()
     assert entries["ethanol"].smiles == "CCO" and "." in entries["benzoate"].smiles
@@ -213,6 +213,7 @@ REFUSALS = [
      "no molecule named"),
     ("molecules.show_frame", {"frame": 0}, {"frame": 3}, "no trajectory"),
     ("molecules.play_trajectory", {"playing": "often"}, {"playing": True}, "no trajectory"),
+    ("molecules.set_speed", {"fps": 0}, None, ""),
     ("molecules.export_grid", {"path": "g.png", "dpi": 5}, {"path": "set.smi/g.png"},
      "set.smi/g.png"),
     ("molecules.export_histogram", {"path": "h.png", "caption": "yes please"},
@@ -402,13 +403,15 @@ def test_a_trajectory_frame_and_residue_round_trip(panel, tmp_path, make_widget)
     run = panel.commands.run
     run("molecules.open", path=str(fasta))
     run("molecules.show_frame", frame=4)
+    run("molecules.set_speed", fps=4)
     chain = panel.sequence_strip.tracks[0].label
     assert chain == "t=0.750" and panel.player.frame == 3
     run("molecules.select_residue", chain=chain, residue=7)
     with pytest.raises(CommandRefused, match="growing.fasta has 5 frames, not 9"):
         run("molecules.show_frame", frame=9)
     state = panel.view_state()
-    assert state["frame"] == 4 and state["residue"] == {"chain": chain, "residue": 7}
+    assert state["frame"] == 4 and state["fps"] == 4
+    assert state["residue"] == {"chain": chain, "residue": 7}
     assert state["open"] == {"file": str(fasta)} and state["tab"] == "Sequence"
     fresh = make_widget(MoleculesPanel, UndoHost(tmp_path / "runs2"))
     fresh.resize(panel.size())
