@@ -353,3 +353,21 @@ def test_timeout_needs_a_script():
     with pytest.raises(SystemExit) as exited:
         run(["--timeout", "3"])
     assert exited.value.code == 2
+
+
+def test_a_script_runs_a_method_and_exports_its_curve(tmp_path):
+    """The batch-figure path: a run from a script, its curve (the runs dock's plot, which
+    Ctrl+E writes from the Welcome tab) exported with the run inside the file."""
+    figure = tmp_path / "curve.png"
+    result = studio_script(tmp_path, f"""
+        run = studio.run("diag.count", {{"steps": 20, "delay_s": 0.0}})
+        assert run["state"] == "succeeded", run
+        studio.command("view.welcome")
+        print(run["id"], studio.export({str(figure)!r}))
+        """)
+    assert result.returncode == 0, result.stderr
+    run_id, written = result.stdout.split()[-2:]
+    assert written == str(figure)
+    record = provenance.read(figure)
+    assert [entry["run_id"] for entry in record["runs"]] == [run_id]
+    assert record["runs"][0]["params"]["steps"] == 20
