@@ -174,6 +174,21 @@ def test_crowd_workflow_headless_matches_the_window(tmp_path, main_window, qtbot
         lambda panel: panel.model.document.partition(":")[2] != "")
 
 
+TRANSCRIPTS = SHARED_DATA / "dialogue" / "hh-rlhf_harmless-base_test.jsonl.gz"
+
+
+@pytest.mark.skipif(not TRANSCRIPTS.is_file(), reason="../shared/data/dialogue is absent")
+def test_dialogue_workflow_headless_matches_the_window(tmp_path, main_window, qtbot):
+    label = ("dialogue.label_turn", {"transcript": "1/chosen", "turn": 1,
+                                     "label": "sycophantic"})
+    record = headless_matches_window(
+        tmp_path, main_window, qtbot, TRANSCRIPTS, "dialogue",
+        [label, ("dialogue.select_turn", {"transcript": "1/chosen", "turn": 1}), UNDO,
+         ("dialogue.annotate_turn", {"transcript": "1/chosen", "turn": 1, "note": "checked"})],
+        lambda panel: panel.model.transcript is not None)
+    assert len(record["report"]["documents"][0]["edits"]) == 1   # the note; the label undone
+
+
 def test_a_script_that_loops_is_stopped_by_its_timeout_at_its_line(tmp_path):
     started = time.monotonic()
     result = studio_script(tmp_path, """
