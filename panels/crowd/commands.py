@@ -648,6 +648,8 @@ def render_scene(state: CrowdState, _args: None) -> bool:
 def simulate_scene(state: CrowdState, _args: None) -> str:
     """The social force on the scene as it is now (on the thread pool when the editor is
     open); its tracks become the panel's."""
+    if not state.scene.model.scene.groups:
+        raise Refusal(f"{_scene_file(state)} has no group to walk: spawn one first")
     if state.editor is not None:
         return state.editor.start_simulation()
     tracks = simulate(state.scene.model.scene)

@@ -83,6 +83,7 @@ SELECTED_PEN = (255, 220, 60)
 KEYFRAME_PICK_M = 1.0
 PARAMETER_COLUMNS = 3  # label and box pairs per row of the social-force grid
 FIT_FILE = "fit to a tracks file…"
+MIN_MAP_HEIGHT_PX = 160
 
 
 class FitCancelled(Exception):
@@ -213,6 +214,7 @@ class SceneEditor(QWidget):
         tools.addStretch(1)
         self.plot = pg.PlotWidget()
         self.plot.setAspectLocked(True)
+        self.plot.setMinimumHeight(MIN_MAP_HEIGHT_PX)  # the locked aspect needs some height
         self.plot.setLabel("bottom", "x (m)")
         self.plot.setLabel("left", "y (m)")
         self.plot.scene().sigMouseClicked.connect(self._on_click)

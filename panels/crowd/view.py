@@ -60,6 +60,7 @@ from engine import provenance
 from engine.io.crowd import Tracks
 from panels.crowd.commands import (
     MODES,
+    SCENE_COMMANDS,
     SCOPE,
     TABS,
     CrowdState,
@@ -315,6 +316,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         splitter.addWidget(self.side_tabs)
         self.metrics_plot = pg.PlotWidget()
         self.metrics_plot.setMaximumHeight(160)
+        self.metrics_plot.setMinimumHeight(100)  # its axis labels overlap below this
         self.metrics_plot.addLegend(offset=(-10, 5))
         self.metrics_plot.setLabel("bottom", "frame")
         self.metrics_plot.setYRange(0, 1)
@@ -435,7 +437,8 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         if invocation.refused:
             self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
             self.redraw()
-        elif isinstance(invocation.result, str):
+        elif isinstance(invocation.result, str) and invocation.command.id not in \
+                SCENE_COMMANDS:  # the scene editor's own status line says those
             self.status.setText(invocation.result)
 
     def open_file(self, path: str | os.PathLike, name: str | None = None) -> bool:
@@ -541,6 +544,12 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
             elif names:
                 box.setCurrentIndex(min(default, len(names) - 1))
             box.blockSignals(False)
+        left = self.wipe_left.currentText()
+        if len(names) > 1 and self.wipe_right.currentText() == left:
+            # a second clip opened: wipe it against the first, not the first against itself
+            self.wipe_right.blockSignals(True)
+            self.wipe_right.setCurrentText(next(name for name in names if name != left))
+            self.wipe_right.blockSignals(False)
         self.refresh_metrics()
         self.redraw()
 

@@ -136,6 +136,9 @@ def test_scene_edits_name_elements_by_their_labels_and_undo(windowless, history_
     assert read_scene(files["scene"]).model_dump() == read_scene_data(SCENE)
     registry.run("crowd.simulate_scene")  # without a window: at once, the tracks' clock
     assert len(state.model.tracks.ids) == 5
+    registry.run("crowd.delete_scene_item", item="group 1")
+    with pytest.raises(CommandRefused, match="plaza.json has no group to walk"):
+        registry.run("crowd.simulate_scene")  # empty tracks would leave the clock nothing
 
 
 def read_scene_data(data: dict) -> dict:
