@@ -147,6 +147,9 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(COL_CONTENT, QHeaderView.ResizeMode.Stretch)
         self.turns_table.setWordWrap(True)
+        # the turn column numbers the turns as commands name them (from 0): no second,
+        # 1-based row number beside it
+        self.turns_table.verticalHeader().hide()
         self.turns_table.itemChanged.connect(self._on_item_changed)
         self.turns_table.currentCellChanged.connect(lambda row, *_: self._on_turn_row(row))
 
