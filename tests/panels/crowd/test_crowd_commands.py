@@ -15,13 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from engine.io.crowd import read_scene
 from panels.crowd.commands import COMMANDS, SCOPE, CrowdState, register
 from panels.crowd.model import CrowdModel
-from panels.crowd.view import CrowdPanel
+from panels.crowd.view import CrowdPanel, to_rgb
 from studio.commands import CommandRefused, CommandRegistry, Invocation
 
 MISSING = "/dev/null/studio-test"  # under a device: no folder can be made there
@@ -316,10 +315,7 @@ def _settled(panel: CrowdPanel, qtbot) -> None:
 
 
 def _pixels(panel: CrowdPanel) -> np.ndarray:
-    image = panel.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
-    data = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height())
-    return data.reshape(image.height(), image.bytesPerLine())[:, :image.width() * 3] \
-        .reshape(image.height(), image.width(), 3).astype(np.int16)
+    return to_rgb(panel.grab().toImage()).astype(np.int16)
 
 
 def test_view_state_round_trips_as_data_and_picture(shown, history_host, make_widget, qtbot,
