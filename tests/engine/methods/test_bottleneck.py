@@ -110,11 +110,6 @@ def test_switchable_parts_change_the_computation():
     assert not torch.allclose(plain.encode(tokens), plain.encode(tokens.flip(1)))
 
 
-def test_breakpoint_length():
-    assert bn.breakpoint_length([4, 8, 16], [0.9, 0.4, 0.1]) == 8
-    assert bn.breakpoint_length([4, 8, 16], [0.9, 0.8, 0.6]) == 32
-
-
 def test_tiny_set_autoencoder_learns_above_chance():
     p = bn.Params(encoders=["ssm"], tasks=["set"], lengths=[3], vocab=6, latent=8, width=32,
                   steps=150, eval_size=256)
@@ -157,12 +152,142 @@ def test_invalid_params_are_rejected(bad):
 
 
 
-def test_reproduce_smoke_returns_a_claim(tmp_path):
+
+# -- reproduce (spec v2) ---------------------------------------------------------------------
+
+V2 = bn.BottleneckReproduceParams
+
+
+def test_profiles_hold_the_spec_numbers():
+    smoke, cpu, gpu = (V2(profile=p) for p in ("smoke", "cpu", "gpu"))
+    for profile in (smoke, cpu, gpu):
+        assert (profile.latent, profile.vocab, profile.batch_size, profile.lr) == (16, 16, 64,
+                                                                                   3e-3)
+        assert (profile.params_1x, profile.params_4x) == (50_000, 200_000)
+    assert (cpu.tasks, cpu.noise_1x, cpu.cap, cpu.steps, cpu.seeds, cpu.eval_size) == (
+        ["copy"], [0.0], 16, 2000, 3, 1024)
+    assert (gpu.tasks, gpu.noise_1x, gpu.cap, gpu.steps, gpu.seeds, gpu.eval_size) == (
+        ["copy", "sort", "set"], [0.0, 0.2], 256, 3000, 5, 1024)
+    assert (smoke.cap, smoke.steps) == (8, 30)
+    assert bn.sweep_lengths(cpu.cap) == [4, 8, 16] and bn.sweep_lengths(smoke.cap) == [4, 8]
+    assert bn.sweep_lengths(gpu.cap) == [4, 8, 16, 32, 64, 128, 256]
+
+
+@pytest.mark.parametrize("encoder", ["bilstm", "transformer", "ssm"])
+@pytest.mark.parametrize("budget", [50_000, 200_000])
+def test_widths_are_matched_to_the_parameter_budget(encoder, budget):
+    width, count = bn.matched_width(encoder, "copy", 16, 16, 16, budget)
+    assert abs(count / budget - 1) <= 0.10
+    assert count == bn.count_parameters(encoder, "copy", 16, 16, 16, width)
+
+
+def test_breakpoints_interpolate_in_log2_length_and_mark_censoring():
+    assert bn.breakpoint_log2([4, 8, 16], [1.0, 0.7, 0.1]) == (pytest.approx(3 + 1 / 3), False)
+    assert bn.breakpoint_log2([4, 8, 16], [0.3, 0.0, 0.0]) == (2.0, True)  # broken at L = 4
+    assert bn.breakpoint_log2([4, 8, 16], [1.0, 0.9, 0.6]) == (4.0, True)  # never broke
+    assert bn.task_vocab("set", 64, 16) == 128 and bn.task_vocab("sort", 64, 16) == 16
+
+
+def test_a_sweep_stops_after_the_length_where_every_encoder_breaks(tmp_path, monkeypatch):
+    def planted(item):  # every encoder intact up to L = 8, broken from 16 on
+        return {**item, "exact": 1.0 if item["length"] <= 8 else 0.0, "token": 1.0,
+                "n_params": 1}
+
+    monkeypatch.setattr(bn, "unit", planted)
     ctx = JobContext("j", tmp_path, emit=lambda e: None, seed=0)
-    outputs = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
-    claim = outputs["claim"]
-    assert claim["smoke"] is True and claim["paper"] == "bottleneck" and claim["seeds"] == [0]
+    rows, stopped = bn.run_sweeps(ctx, V2(profile="gpu", tasks=["copy"], noise_1x=[0.0]), [0])
+    assert sorted({r["length"] for r in rows}) == [4, 8, 16]
+    assert stopped == {("copy", 0.0, "1x"): 16, ("copy", 0.0, "4x"): 16}
+    points = bn.breakpoints_of(rows, [0])
+    assert points[("copy", 0.0, "1x", "ssm")] == [(pytest.approx(3.5), False)]
+
+
+def test_a_unit_is_reproducible_from_its_item():
+    item = {"encoder": "ssm", "task": "copy", "length": 4, "noise": 0.0, "capacity": "1x",
+            "seed": 3, "width": 8, "vocab": 4, "max_len": 8, "latent": 4, "steps": 3,
+            "batch_size": 8, "lr": 3e-3, "eval_size": 16}
+    first, again = bn.unit(item), bn.unit(dict(item))
+    assert first == again and 0 <= first["exact"] <= first["token"] <= 1
+    json.dumps(first)
+
+
+def _points(values: dict[tuple[str, str], list[float]], censored=(), task="copy", noise=0.0):
+    """Breakpoints (log2 L*) per (capacity, encoder), three seeds; ``censored`` keys at a cap."""
+    return {(task, noise, cap, enc): [(v, (cap, enc) in censored) for v in vals]
+            for (cap, enc), vals in values.items()}
+
+
+SPREAD = (0.0, 0.1, -0.1)
+
+
+def _at(level_1x: dict[str, float], level_4x: dict[str, float] | None = None):
+    level_4x = level_4x or level_1x
+    return {**{("1x", e): [v + d for d in SPREAD] for e, v in level_1x.items()},
+            **{("4x", e): [v + d for d in SPREAD] for e, v in level_4x.items()}}
+
+
+def test_length_criterion_fails_when_encoders_are_equivalent_and_passes_when_one_is_ahead():
+    equal = bn.length_criterion(_points(_at({"bilstm": 3, "transformer": 3, "ssm": 3})),
+                                ["copy"])
+    assert equal.verdict == "FAIL" and equal.level == 0.95
+    assert [p.level for p in equal.parts] == pytest.approx([1 - 0.05 / 3] * 3)
+    apart = bn.length_criterion(_points(_at({"bilstm": 4, "transformer": 2.5, "ssm": 3})),
+                                ["copy"])
+    assert apart.verdict == "PASS" and apart.aggregate == "any"
+    assert apart.quote.startswith("performance differences arise from inductive biases")
+
+
+def test_censored_breakpoints_never_support_a_fail():
+    at_cap = _points(_at({"bilstm": 4, "transformer": 4, "ssm": 4}),
+                     censored={("1x", e) for e in bn.ENCODERS})
+    result = bn.length_criterion(at_cap, ["copy"])
+    assert result.verdict == "INCONCLUSIVE"
+    assert all(p.rule.censored and p.computed_verdict() == "INCONCLUSIVE" for p in result.parts)
+
+
+def test_noise_criterion_fails_for_equal_costs_and_passes_for_a_robust_encoder():
+    def with_noise(cost: dict[str, float]):
+        clean = _points(_at({e: 4.0 for e in bn.ENCODERS}))
+        noisy = _points(_at({e: 4.0 - c for e, c in cost.items()}), noise=0.2)
+        return {**clean, **noisy}
+
+    same = bn.noise_criterion(with_noise({"bilstm": 1, "transformer": 1, "ssm": 1}), ["copy"],
+                              0.2)
+    assert same.verdict == "FAIL"
+    robust = bn.noise_criterion(with_noise({"bilstm": 0, "transformer": 2, "ssm": 1}),
+                                ["copy"], 0.2)
+    assert robust.verdict == "PASS"
+    assert bn.noise_criterion(with_noise({"bilstm": 0, "transformer": 2, "ssm": 1}), ["copy"],
+                              None).verdict == "INCONCLUSIVE"
+
+
+def test_capacity_criterion_fails_when_four_times_the_parameters_catch_up():
+    ahead = {"bilstm": 4.5, "transformer": 2.5, "ssm": 2.6}
+    caught_up = _points(_at(ahead, {"bilstm": 4.5, "transformer": 5.5, "ssm": 5.5}))
+    separated = bn.length_criterion(caught_up, ["copy"])
+    assert separated.verdict == "PASS"
+    assert bn.capacity_criterion(caught_up, separated).verdict == "FAIL"
+    stays_behind = _points(_at(ahead))
+    result = bn.capacity_criterion(stays_behind, bn.length_criterion(stays_behind, ["copy"]))
+    assert result.verdict == "PASS"
+    assert [p.name for p in result.parts] == [
+        "copy: log2 L*(bilstm, 1x) - log2 L*(transformer, 4x)",
+        "copy: log2 L*(bilstm, 1x) - log2 L*(ssm, 4x)"]
+
+
+def test_capacity_criterion_is_undecided_when_no_pair_was_separated():
+    equal = _points(_at({"bilstm": 3, "transformer": 3, "ssm": 3}))
+    result = bn.capacity_criterion(equal, bn.length_criterion(equal, ["copy"]))
+    assert result.verdict == "INCONCLUSIVE" and "separated none" in result.decides_with
+
+
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
+    ctx = JobContext("j", tmp_path, emit=lambda e: None, seed=0)
+    claim = REPRODUCE.run(ctx, REPRODUCE.params(profile="smoke"), {})["claim"]
+    assert claim["spec"] == "v2" and claim["smoke"] is True and claim["profile"] == "smoke"
+    assert claim["seeds"] == [0, 1] and not claim["exploratory"]
     assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)", "(3)"]
-    assert all(math.isfinite(c["measured"]) and c["paper"] for c in claim["criteria"])
-    assert "wins" in claim["notes"]
+    for item in claim["criteria"]:
+        assert item["quote"] and item["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")
+    assert len(claim["sanity"]) == 3 and "width" in claim["notes"]
     json.dumps(claim)
