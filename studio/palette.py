@@ -118,7 +118,8 @@ def fuzzy_score(query: str, text: str) -> int | None:
 
 def filter_entries(entries: list[PaletteEntry], query: str,
                    limit: int = MAX_SHOWN) -> list[PaletteEntry]:
-    """The entries ``query`` matches, best first (ties: commands before methods, by title)."""
+    """The entries ``query`` matches, best first: an exact id or title, then by score (ties:
+    commands before methods, by title)."""
     needle = query.strip().lower()
     if not needle:
         return sorted(entries, key=lambda e: (e.kind != COMMAND, e.title.lower()))[:limit]
@@ -126,9 +127,10 @@ def filter_entries(entries: list[PaletteEntry], query: str,
     for entry in entries:
         score = fuzzy_score(needle, entry.haystack)
         if score is not None:
-            scored.append((-score, entry.kind != COMMAND, entry.title.lower(), entry))
-    scored.sort(key=lambda item: item[:3])
-    return [item[3] for item in scored[:limit]]
+            exact = entry.id.lower() == needle or entry.title.lower() == needle
+            scored.append((not exact, -score, entry.kind != COMMAND, entry.title.lower(), entry))
+    scored.sort(key=lambda item: item[:4])
+    return [item[4] for item in scored[:limit]]
 
 
 class _EntryModel(QAbstractListModel):

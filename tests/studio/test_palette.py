@@ -157,3 +157,9 @@ def test_the_palette_lists_the_commands_of_panels_not_opened_yet(main_window) ->
     assert {"fmri.set_time", "routing.move_wire"} <= listed
     assert "fmri" not in main_window.panel_widgets  # listing opens nothing
     main_window._palette.hide()
+
+
+def test_an_exact_id_comes_first() -> None:
+    entries = [entry("Open a scene", "crowd.open_scene"), entry("Open a clip", "crowd.open"),
+               entry("Save the scene as", "crowd.save_scene_as")]
+    assert [e.id for e in filter_entries(entries, "crowd.open")][0] == "crowd.open"
