@@ -18,6 +18,9 @@ TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
 REPRODUCE_VERB = "reproduce"
 PROFILES = ("smoke", "cpu", "gpu")  # engine.api.PROFILES, without importing pydantic here
 RUN, REPRODUCE = "run", "reproduce"
+# The lab's undoable choices (parameters, seed, profile) are steps of this document on the lab
+# tab's history; it names no file (``studio.documents`` keys it as written, sessions skip it).
+PARAMETERS_DOCUMENT = "lab parameters"
 EARLY_EVENTS_PER_JOB = 5000   # events of a job that arrive before its job_accepted reply
 EARLY_JOBS_KEPT = 16
 
@@ -71,7 +74,7 @@ class LabModel:
     """Events: ``methods`` (), ``selected`` (method), ``params`` (method, values),
     ``profile`` (profile), ``job`` (job), ``progress`` (job, step, total, metrics),
     ``artifact`` (job, artifact), ``result`` (job, outputs), ``log`` (job, lines),
-    ``submit_error`` (message)."""
+    ``submit_error`` (message), ``seed`` (seed)."""
 
     def __init__(self) -> None:
         self.methods: dict[str, dict] = {}
@@ -86,7 +89,7 @@ class LabModel:
         self._early: dict[str, deque] = {}
         self.seen_artifacts: list[tuple[str, dict]] = []  # (job id, artifact) of any job
         self.events = Events("methods", "selected", "params", "profile", "job", "progress",
-                             "artifact", "result", "log", "submit_error")
+                             "artifact", "result", "log", "submit_error", "seed")
 
     # -- methods and selection -----------------------------------------------------------
 
@@ -152,6 +155,19 @@ class LabModel:
     def params_for(self, method_id: str) -> dict:
         return dict(self.params.get(method_id, {}))
 
+    def put_params(self, method_id: str, values: dict | None) -> None:
+        """Remember ``values`` for a method (``None``: forget them, its form starts from the
+        defaults again); what the edits below apply and revert."""
+        if values is None:
+            self.params.pop(method_id, None)
+        else:
+            self.params[method_id] = dict(values)
+        self.events.emit("params", method=method_id, values=self.params_for(method_id))
+
+    def set_seed(self, seed: int) -> None:
+        self.seed = int(seed)
+        self.events.emit("seed", seed=self.seed)
+
     def exploratory(self, method_id: str, values: dict) -> tuple[str, dict]:
         """For a reproduce method: its form's profile and the values that differ from that
         profile's settings (the engine then marks the claim exploratory); ``("", {})`` for
@@ -208,8 +224,13 @@ class LabModel:
             if self.selected is None:
                 raise KeyError("no method chosen")
             method, params = self.selected, self.params_for(self.selected)
-        self.pending = (purpose, method, params, self.seed)
-        return method, params, self.seed
+        return self.prepare(purpose, method, params, self.seed)
+
+    def prepare(self, purpose: str, method: str, params: dict, seed: int
+                ) -> tuple[str, dict, int]:
+        """Mark a submission of ``method`` pending (its job is followed once accepted)."""
+        self.pending = (purpose, method, dict(params), int(seed))
+        return method, dict(params), int(seed)
 
     def accepted(self, job_id: str) -> Job:
         """The engine took the pending submission: follow ``job_id`` (replaying early events)."""
@@ -283,3 +304,98 @@ class LabModel:
         self.profile = saved if saved in PROFILES else self.profile
         if data.get("selected") in self.methods:
             self.select(data["selected"])
+
+
+# -- the lab's undoable edits (``panels.api.EditCommand``) --------------------------------------
+
+
+@dataclass
+class SetParams:
+    """A method's remembered parameters changed (the form, or ``lab.set_params``)."""
+
+    method: str
+    values: dict
+    previous: dict | None            # None: none were remembered (the form showed defaults)
+
+    @property
+    def label(self) -> str:
+        names = sorted(k for k in self.values
+                       if (self.previous or {}).get(k, _UNSET) != self.values[k])
+        shown = ", ".join(names[:3]) + ("…" if len(names) > 3 else "")
+        return f"Set {shown or 'parameters'} of {self.method}"
+
+    def apply(self, model: LabModel) -> None:
+        model.put_params(self.method, self.values)
+
+    def revert(self, model: LabModel) -> None:
+        model.put_params(self.method, self.previous)
+
+    def to_json(self) -> dict:
+        return {"kind": "set_params", "method": self.method, "values": self.values,
+                "previous": self.previous}
+
+
+@dataclass
+class SetSeed:
+    seed: int
+    previous: int
+
+    @property
+    def label(self) -> str:
+        return f"Set the seed to {self.seed}"
+
+    def apply(self, model: LabModel) -> None:
+        model.set_seed(self.seed)
+
+    def revert(self, model: LabModel) -> None:
+        model.set_seed(self.previous)
+
+    def to_json(self) -> dict:
+        return {"kind": "set_seed", "seed": self.seed, "previous": self.previous}
+
+
+@dataclass
+class SetProfile:
+    """The reproduction's profile chosen; the reproduce method's remembered form starts again
+    from the profile's settings, so undo gives the form back as well."""
+
+    profile: str
+    previous: str
+    reproduce: str | None            # the reproduce method whose form the choice refills
+    previous_params: dict | None     # its remembered parameters before
+
+    @property
+    def label(self) -> str:
+        return f"Choose the {self.profile} profile"
+
+    def apply(self, model: LabModel) -> None:
+        model.set_profile(self.profile)
+
+    def revert(self, model: LabModel) -> None:
+        model.profile = self.previous
+        if self.reproduce is not None:
+            if self.previous_params is None:
+                model.params.pop(self.reproduce, None)
+            else:
+                model.params[self.reproduce] = dict(self.previous_params)
+        model.events.emit("profile", profile=self.previous)
+
+    def to_json(self) -> dict:
+        return {"kind": "set_profile", "profile": self.profile, "previous": self.previous,
+                "reproduce": self.reproduce, "previous_params": self.previous_params}
+
+
+_UNSET = object()
+EDITS = {"set_params": SetParams, "set_seed": SetSeed, "set_profile": SetProfile}
+
+
+def decode(data: dict) -> SetParams | SetSeed | SetProfile:
+    """An edit from its ``to_json`` form (autosave, sessions); ``ValueError`` if unknown."""
+    fields = dict(data)
+    kind = fields.pop("kind", None)
+    if kind not in EDITS:
+        raise ValueError(f"not a lab edit: {kind!r}")
+    try:
+        return EDITS[kind](**fields)
+    except TypeError as exc:
+        raise ValueError(f"a {kind} edit with other fields: {exc}") from None

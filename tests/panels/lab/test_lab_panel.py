@@ -171,7 +171,7 @@ def test_reproduce_claim_shows_pass_fail(lab, fake_host):
 
 def test_export_png_svg_here_and_pdf_through_the_engine(lab, fake_host, tmp_path):
     lab.export_plot(tmp_path / "nothing.png")
-    assert fake_host.errors and fake_host.errors[-1][0] == "Nothing to export"
+    assert fake_host.errors and "lab.export_figure: nothing to export" in fake_host.errors[-1][1]
     job = submit(lab, fake_host, steps=3)
     for step in range(3):
         fake_host.emit(job, "job_progress", step=step, total=3, metrics={"loss": 1.0 - step / 4})
@@ -194,7 +194,7 @@ def test_open_files_show_in_the_artifact_views(lab, fake_host, tmp_path):
     assert isinstance(lab.artifact_stack.currentWidget(), ArrayView)
     (tmp_path / "bad.npy").write_bytes(b"not numpy at all")
     assert not lab.open_file(tmp_path / "bad.npy")
-    assert fake_host.errors[-1][0] == "Cannot open the file" and "bad.npy" in \
+    assert fake_host.errors[-1][0] == "Cannot open a file in the lab" and "bad.npy" in \
         fake_host.errors[-1][1]
     submit(lab, fake_host, steps=3)  # a new run keeps the opened files
     assert lab.artifact_list.count() == 1
@@ -215,7 +215,7 @@ def test_methods_arriving_late_and_unsubscribe_on_close(fake_host, make_widget, 
     assert fake_host.subscriber_count == 0
 
 
-def test_export_button_asks_where_or_uses_the_shells_dialog(lab, fake_host, tmp_path):
+def test_export_button_asks_where_then_runs_the_export_command(lab, fake_host, tmp_path):
     from PySide6.QtWidgets import QFileDialog
 
     job = submit(lab, fake_host, steps=3)
@@ -226,10 +226,15 @@ def test_export_button_asks_where_or_uses_the_shells_dialog(lab, fake_host, tmp_
     dialog.fileSelected.emit(str(tmp_path / "chosen.svg"))
     dialog.reject()
     assert read_svg_provenance(tmp_path / "chosen.svg")["run_id"] == job
-    shown = []
-    fake_host.export_plot = shown.append  # the shell's extension of PanelHost
+    seen = []
+    lab.commands.listen(seen.append)
+    fake_host.export_plot = seen.append  # the shell's dialog would write no logged command
     lab.export_button.click()
-    assert shown == [lab.live_plot("loss")]
+    dialog = lab.findChild(QFileDialog)
+    dialog.fileSelected.emit(str(tmp_path / "again.png"))
+    dialog.reject()
+    assert [i.python() for i in seen] == [
+        f'studio.command("lab.export_figure", path="{tmp_path / "again.png"}")']
 
 
 def test_engine_restart_keeps_the_choice_and_the_values(lab, fake_host):
