@@ -10,7 +10,9 @@ the decoder LM (``source="decoder"``) also holds the LM (``checkpoints/decoder``
 ``sae_pc1.steer`` jobs use, and each feature's logit-lens output tokens in its context file.
 
 Labels and notes of features are ``SetFeatureNote`` commands (``panels.api.EditCommand``); the
-view pushes them through ``host.push_edit`` so they are undoable and autosaved.
+``sae.label_feature`` and ``sae.annotate_feature`` commands push them through ``host.push_edit``
+so they are undoable and autosaved. The table's sort and the word searched are held here too,
+so the panel's commands act on them without a window.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from panels.lab.model import Events
 
 SORT_COLUMNS = ("feature", "density", "importance", "reproducibility", "hungarian")
 TEXT_COLUMNS = ("label", "top tokens")
+# the feature table's columns, as its header names them
+COLUMNS = ("feature", "label", "density", "importance", "reproducibility", "hungarian",
+           "top tokens")
 NOTE_FIELDS = ("label", "note")
 NEIGHBOURS = 10
 
@@ -123,7 +128,8 @@ class FeaturePage:
 
 
 class SAEBrowserModel:
-    """Events: ``loaded`` (), ``selected`` (feature), ``note_changed`` (sae, feature)."""
+    """Events: ``loaded`` (), ``selected`` (feature), ``note_changed`` (sae, feature),
+    ``sorted`` (), ``searched`` ()."""
 
     def __init__(self) -> None:
         self.run_dir: Path | None = None
@@ -138,7 +144,10 @@ class SAEBrowserModel:
         self.notes: dict[str, dict[int, dict[str, str]]] = {}
         self._unit_decoder: np.ndarray | None = None
         self._other_decoders: dict[str, np.ndarray] = {}
-        self.events = Events("loaded", "selected", "note_changed")
+        self.sort_column, self.descending = "feature", False   # the table's order
+        self.query = ""                                       # the word searched
+        self.hits: list[tuple[int, float, int]] = []          # its features (``search``)
+        self.events = Events("loaded", "selected", "note_changed", "sorted", "searched")
 
     # -- loading -------------------------------------------------------------------------------
     @property
@@ -170,7 +179,7 @@ class SAEBrowserModel:
         if not names:
             raise ValueError(f"{run_dir}: no SAE feature tables (not a sae_pc1.train run?)")
         tokens_path = run_dir / "artifacts" / "tokens.json"
-        self.run_dir = run_dir
+        self.run_dir, self.query, self.hits = run_dir, "", []
         self.tokens = json.loads(tokens_path.read_text()) if tokens_path.is_file() else []
         self.sae_names = names
         self.notes = {}
@@ -180,6 +189,7 @@ class SAEBrowserModel:
         self.sae = read_sae(folder)
         self.run_dir, self.sae_names, self.current_sae = folder, [folder.name], folder.name
         self.tokens, self.code_indices, self.code_values = [], None, None
+        self.query, self.hits = "", []
         self.table = FeatureTable.bare(self.sae.weights["W_dec"].shape[0])
         self._decoders_changed({})
         self.current, self.notes = -1, {}
@@ -202,6 +212,7 @@ class SAEBrowserModel:
                 others[other] = read_sae(folder).weights["W_dec"]
         self._decoders_changed(others)
         self.current = -1
+        self.hits = self.search(self.query)  # the word asked again of this SAE's codes
         self.events.emit("loaded")
 
     def _decoders_changed(self, others: dict[str, np.ndarray]) -> None:
@@ -209,6 +220,25 @@ class SAEBrowserModel:
         self._other_decoders = {k: _unit_rows(v) for k, v in others.items()}
 
     # -- the table -----------------------------------------------------------------------------
+    def default_sort(self) -> tuple[str, bool]:
+        """Most important first when importance was measured, else by feature id."""
+        if self.table is not None and np.isfinite(self.table.importance).any():
+            return "importance", True
+        return "feature", False
+
+    def set_sort(self, column: str, descending: bool) -> None:
+        """Order the table by a column (as its header names it)."""
+        if column not in COLUMNS:
+            raise ValueError(f"sort by one of {COLUMNS}, not {column!r}")
+        self.sort_column, self.descending = column, bool(descending)
+        self.events.emit("sorted")
+
+    def ordered_features(self) -> np.ndarray:
+        """Feature ids in the table's order (what the rows show, top to bottom)."""
+        if self.table is None:
+            return np.zeros(0, dtype=int)
+        return self.table.ids[self.feature_order(self.sort_column, self.descending)]
+
     def sorted_features(self, column: str, descending: bool = True) -> np.ndarray:
         """Feature ids ordered by a measure; NaN last either way."""
         if column not in SORT_COLUMNS:
@@ -315,6 +345,12 @@ class SAEBrowserModel:
                             "style": "bar"}], "hlines": []}
 
     # -- search: which features fire here ------------------------------------------------------
+    def run_search(self, text: str) -> list[tuple[int, float, int]]:
+        """Search for a word and keep it (the Search tab lists its features)."""
+        self.query, self.hits = text, self.search(text)
+        self.events.emit("searched")
+        return self.hits
+
     def search(self, text: str, limit: int = 30) -> list[tuple[int, float, int]]:
         """Features active on tokens matching ``text`` (case-insensitive, whitespace-trimmed):
         (feature, summed activation, tokens) by summed activation."""
@@ -338,8 +374,12 @@ class SAEBrowserModel:
     def note_command(self, feature: int, field_name: str, value: str) -> SetFeatureNote:
         if field_name not in NOTE_FIELDS:
             raise ValueError(f"only {NOTE_FIELDS} can be edited, not {field_name!r}")
-        previous = self.notes.get(self.current_sae, {}).get(feature, {}).get(field_name, "")
+        previous = self.note_of(feature, field_name)
         return SetFeatureNote(self.current_sae, feature, field_name, value, previous)
+
+    def note_of(self, feature: int, field_name: str = "note") -> str:
+        """A feature's label or note in the SAE shown ("" when it has none)."""
+        return self.notes.get(self.current_sae, {}).get(feature, {}).get(field_name, "")
 
     def set_note(self, sae: str, feature: int, field_name: str, value: str) -> None:
         entry = self.notes.setdefault(sae, {}).setdefault(feature, {})
@@ -350,7 +390,7 @@ class SAEBrowserModel:
         self.events.emit("note_changed", sae=sae, feature=feature)
 
     def label_of(self, feature: int) -> str:
-        return self.notes.get(self.current_sae, {}).get(feature, {}).get("label", "")
+        return self.note_of(feature, "label")
 
     # -- provenance ----------------------------------------------------------------------------
     @property

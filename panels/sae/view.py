@@ -12,18 +12,23 @@ promotes, the logit lens), a Steer box that runs
 added. The search box answers "which features fire here" for a word. Exports, each with its
 provenance (run, SAE, features): a feature dashboard as a figure drawn for the page (PNG, SVG,
 PDF) or HTML, the labels and notes (JSON), the SAE folder with its labels.
+
+Every action runs an ``sae.*`` command (``panels/sae/commands.py``) through the window's
+registry, naming SAEs by name and features by id; this class lays the panel out, turns what
+the user clicked or typed into a command's arguments, and redraws from the model's events.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-from functools import partial
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import (
     QAbstractTableModel,
     QModelIndex,
@@ -32,6 +37,8 @@ from PySide6.QtCore import (
     Qt,
 )
 from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
@@ -54,30 +61,42 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import provenance
-from engine.atomic import write_atomic, write_json_atomic
+from panels.sae.commands import (
+    COMMANDS,
+    LEFT_TABS,
+    PAGE_TABS,
+    SCOPE,
+    STEER_METHOD,
+    SUMMARY_FIGURES,
+    TRAIN_METHOD,
+    SaeState,
+    export_record,
+    measures,
+    page_title,
+    write_dashboard,
+    write_sae_folder,
+)
 from panels.sae.dashboard import FeatureDashboard
-from panels.sae.model import FeaturePage, SAEBrowserModel, decode
+from panels.sae.model import COLUMNS, FeaturePage, SAEBrowserModel
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.token_text import TokenHeatView
 from studio.background import run_in_background
+from studio.command_widgets import connect, connect_button, mark_argument
+from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
 from studio.widgets.plot_view import PlotSpecView
 from studio.widgets.schema import errors_from_message
 from studio.widgets.schema_form import InputPicker, SchemaForm
 
-TRAIN_METHOD = "sae_pc1.train"
-STEER_METHOD = "sae_pc1.steer"
+__all__ = ["COLUMNS", "COL_LABEL", "SAEPanel", "write_sae_folder"]
+
 TRAIN_METRICS = ("mse", "explained_variance", "l0", "dead_fraction")  # shown while it trains
-COLUMNS = ["feature", "label", "density", "importance", "reproducibility", "hungarian",
-           "top tokens"]
 NUMERIC = {"feature": "ids", "density": "density", "importance": "importance",
            "reproducibility": "reproducibility", "hungarian": "hungarian"}
 COL_LABEL = COLUMNS.index("label")
-SUMMARY_FIGURES = ("anisotropy", "recovery", "importance_vs_reproducibility")
 HISTOGRAM_MIN_HEIGHT_PX = 120
 STEER_ONLY_DECODER = "Steering needs a run on our decoder LM (Train: source 'decoder')."
 
@@ -86,14 +105,17 @@ class FeatureTableModel(QAbstractTableModel):
     """The feature table as a virtual model: a cell is read from the SAE's numpy columns only
     when the view paints it, so a 16k-feature SAE opens at once on the Qt main thread (one
     item per cell took seconds). Sorting is one numpy argsort (``feature_order``), numeric
-    for the measures. ``Qt.UserRole`` answers a cell's value (float, int or str)."""
+    for the measures, in the browser's order (``sort_column``); a header click asks
+    ``on_sort(column, descending)`` (the panel's command). ``Qt.UserRole`` answers a cell's
+    value (float, int or str)."""
 
-    def __init__(self, browser: SAEBrowserModel, parent: QObject | None = None) -> None:
+    def __init__(self, browser: SAEBrowserModel, parent: QObject | None = None,
+                 on_sort: Callable[[str, bool], Any] | None = None) -> None:
         super().__init__(parent)
         self.browser = browser
+        self.on_sort = on_sort
         self.order = np.zeros(0, dtype=int)      # row -> position in browser.table
         self.rows = np.zeros(0, dtype=int)       # position in browser.table -> row
-        self.sort_column, self.descending = "feature", False
 
     def reload(self) -> None:
         """The browser loaded another SAE: show its features in the current sort order."""
@@ -102,9 +124,9 @@ class FeatureTableModel(QAbstractTableModel):
         self.endResetModel()
 
     def _set_order(self) -> None:
-        table = self.browser.table
-        self.order = (np.zeros(0, dtype=int) if table is None else
-                      self.browser.feature_order(self.sort_column, self.descending))
+        browser = self.browser
+        self.order = (np.zeros(0, dtype=int) if browser.table is None else
+                      browser.feature_order(browser.sort_column, browser.descending))
         self.rows = np.empty_like(self.order)
         self.rows[self.order] = np.arange(len(self.order))
 
@@ -145,12 +167,23 @@ class FeatureTableModel(QAbstractTableModel):
         return table.top_tokens[position]
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
-        """Reorder by a column; the selection and current row stay on their features."""
+        """A header click (Qt calls this): the panel sorts through its command, whose event
+        reorders the rows (``apply_sort``); without a panel, at once."""
+        descending = order == Qt.SortOrder.DescendingOrder
+        if self.on_sort is not None:
+            self.on_sort(COLUMNS[column], descending)
+        else:
+            self.browser.set_sort(COLUMNS[column], descending)
+            self.apply_sort()
+
+    def apply_sort(self) -> None:
+        """Reorder as the browser sorts; the selection and current row stay on their
+        features."""
+        if self.browser.table is None:
+            return
         self.layoutAboutToBeChanged.emit()
         kept = self.persistentIndexList()
         positions = [int(self.order[index.row()]) for index in kept]
-        self.sort_column = COLUMNS[column]
-        self.descending = order == Qt.SortOrder.DescendingOrder
         self._set_order()
         self.changePersistentIndexList(
             kept, [self.index(int(self.rows[p]), index.column())
@@ -187,6 +220,9 @@ class FeatureTableView(QTableView):
 
 
 class SAEPanel(OpensDroppedFiles, QWidget):
+    """Lays the browser out and shows the model; every user action runs an ``sae.*``
+    command (``panels/sae/commands.py``) through the window's registry."""
+
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -194,11 +230,19 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.form: SchemaForm | None = None
         self.inputs: InputPicker | None = None
         self.page: FeaturePage | None = None
-        self.features = FeatureTableModel(self.model, self)
-        self._document: str | None = None  # the run whose labels are on the undo history
+        self._quiet = False   # widgets set to show the state: their signals are not the user's
+        self.commands = registry_for(host, COMMANDS)
+        self.state = SaeState(self.model, host, view=self, submit=self._submit,
+                              background=run_in_background)
+        self.commands.bind(SCOPE, self.state)
+        self._stop_listening = self.commands.listen(self._on_invocation)
+        self.features = FeatureTableModel(self.model, self, on_sort=self._sort_chosen)
         self._build()
         self.model.events.connect("loaded", self._show_table)
+        self.model.events.connect("selected", self._on_selected)
         self.model.events.connect("note_changed", self._on_note_changed)
+        self.model.events.connect("sorted", self._on_sorted)
+        self.model.events.connect("searched", self._on_searched)
         self.jobs = PanelJobs(host, self.run_status.setText, metrics=TRAIN_METRICS,
                               on_result=self._show_trained)
         self.steering = PanelJobs(host, self.steer_result.setText,
@@ -209,23 +253,33 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     # -- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
+        commands = self.commands
         bar = QHBoxLayout()
         self.open_button = QPushButton("Open run or SAE…")
+        mark_argument(self.open_button, "sae.open")  # asks for the folder, then opens it
         self.open_button.clicked.connect(self.choose_folder)
         self.sae_box = QComboBox()
         self.sae_box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.sae_box.setMinimumContentsLength(len("L12-bypass-s10"))
         self.sae_box.setToolTip("the SAE shown: layer, raw or PC1 bypass, seed")
-        self.sae_box.currentTextChanged.connect(self._on_sae_chosen)
+        connect(self.sae_box.currentTextChanged, self.sae_box, commands, "sae.select_sae",
+                lambda name: None if self._quiet or not name else {"sae": name})
         self.search_edit = QLineEdit()
         self.search_edit.setPlaceholderText("Which features fire on… (a word)")
-        self.search_edit.returnPressed.connect(lambda: self.search(self.search_edit.text()))
+        connect(self.search_edit.returnPressed, self.search_edit, commands, "sae.search",
+                lambda: {"text": self.search_edit.text()})
         self.export_button = QPushButton("Export")
+        mark_argument(self.export_button, "sae.export_dashboard")  # its menu's entries export
         menu = QMenu(self.export_button)
-        menu.addAction("Feature dashboard (figure or web page)…", self.choose_export_path)
-        menu.addAction("Labels and notes (JSON)…", lambda: self._choose_save(
-            "Export feature labels", "JSON (*.json)", "json", self.export_labels))
-        menu.addAction("SAE with labels (SAELens folder)…", self._choose_sae_folder)
+        for text, command_id, ask in (
+                ("Feature dashboard (figure or web page)…", "sae.export_dashboard",
+                 self.choose_export_path),
+                ("Labels and notes (JSON)…", "sae.export_labels", self._choose_labels_path),
+                ("SAE with labels (SAELens folder)…", "sae.export_sae",
+                 self._choose_sae_folder)):
+            action = menu.addAction(text)
+            mark_argument(action, command_id)  # asks where, then runs the command
+            action.triggered.connect(lambda _checked=False, ask=ask: ask())
         self.export_button.setMenu(menu)
         for widget in (self.open_button, self.sae_box, self.search_edit, self.export_button):
             bar.addWidget(widget)
@@ -240,7 +294,9 @@ class SAEPanel(OpensDroppedFiles, QWidget):
             lambda current, _previous: self._on_row(current.row()))
         self.density_plot = PlotSpecView()
         self.summary_box = QComboBox()
-        self.summary_box.currentTextChanged.connect(self._show_summary)
+        connect(self.summary_box.currentTextChanged, self.summary_box, commands,
+                "sae.show_summary",
+                lambda name: None if self._quiet or not name else {"figure": name})
         self.summary_plot = PlotSpecView()
         self.summary_tab = summary = QWidget()
         summary_layout = QVBoxLayout(summary)
@@ -255,8 +311,10 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.tabs.addTab(summary, "Summary")
         self.tabs.addTab(self.search_list, "Search")
         self.tabs.addTab(self._build_train_tab(), "Train")
+        connect(self.tabs.currentChanged, self.tabs, commands, "sae.show_tab",
+                lambda index: None if self._quiet else {"tab": LEFT_TABS[index]})
 
-        splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter = splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.tabs)
         splitter.addWidget(self._build_feature_page())
         splitter.setStretchFactor(0, 2)
@@ -265,6 +323,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                              "from the Train tab.")
         self.status.setWordWrap(True)
         self.outputs = RunOutputs(self, self.open_trained, self._open_name, self.status.setText)
+        mark_argument(self.outputs.button, "sae.open")  # opens the trained run
         status_row = QHBoxLayout()
         status_row.addWidget(self.status, 1)
         status_row.addWidget(self.outputs.button)
@@ -272,6 +331,32 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         layout.addLayout(bar)
         layout.addWidget(splitter, 1)
         layout.addLayout(status_row)
+        self._route_plot_exports()
+
+    def _route_plot_exports(self) -> None:
+        """pyqtgraph's right-click "Export..." writes no provenance: on the density and
+        summary plots it opens the window's Ctrl+E (``app.export_figure``), on the
+        activation histogram the dashboard's export (``sae.export_dashboard``)."""
+        for plot, command_id in ((self.density_plot, "app.export_figure"),
+                                 (self.summary_plot, "app.export_figure"),
+                                 (self.histogram, "sae.export_dashboard")):
+            for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
+                if action.text().startswith("Export"):
+                    action.triggered.disconnect()
+                    if command_id == "sae.export_dashboard" or command_id not in self.commands:
+                        action.triggered.connect(
+                            lambda _checked=False: self.choose_export_path())
+                        mark_argument(action, "sae.export_dashboard")
+                    else:
+                        action.triggered.connect(lambda _checked=False, plot=plot:
+                                                 self._export_plot(plot))
+                        mark_argument(action, command_id)
+
+    def _export_plot(self, plot: PlotSpecView) -> None:
+        """The plot right-clicked, in front, then Ctrl+E's dialog (its provenance)."""
+        self.tabs.setCurrentWidget(self.summary_tab if plot is self.summary_plot
+                                   else self.density_plot)
+        self.commands.trigger("app.export_figure")
 
     def _build_feature_page(self) -> QWidget:
         self.feature_page = QWidget()
@@ -282,10 +367,12 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.stats_label.setWordWrap(True)
         self.label_edit = QLineEdit()
         self.label_edit.setPlaceholderText("a short name for this feature")
-        self.label_edit.editingFinished.connect(lambda: self._commit_note("label"))
+        connect(self.label_edit.editingFinished, self.label_edit, self.commands,
+                "sae.label_feature", lambda: self._note_args("label"))
         self.note_edit = QLineEdit()
         self.note_edit.setPlaceholderText("notes")
-        self.note_edit.editingFinished.connect(lambda: self._commit_note("note"))
+        connect(self.note_edit.editingFinished, self.note_edit, self.commands,
+                "sae.annotate_feature", lambda: self._note_args("note"))
         form = QFormLayout()
         form.addRow("Label", self.label_edit)
         form.addRow("Note", self.note_edit)
@@ -310,6 +397,8 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.page_tabs.addTab(self.histogram, "Activations")
         self.page_tabs.addTab(lists, "Neighbours and seeds")
         self.page_tabs.addTab(self._build_steer_box(), "Steer")
+        connect(self.page_tabs.currentChanged, self.page_tabs, self.commands, "sae.show_tab",
+                lambda index: None if self._quiet else {"tab": PAGE_TABS[index]})
         layout.addWidget(self.title_label)
         layout.addWidget(self.stats_label)
         layout.addLayout(form)
@@ -329,7 +418,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.steer_tokens.setRange(1, 256)
         self.steer_tokens.setValue(24)
         self.steer_button = QPushButton("Steer")
-        self.steer_button.clicked.connect(self.steer)
+        connect_button(self.steer_button, self.commands, "sae.steer", self._steer_args)
         self.steer_result = QLabel("")
         self.steer_result.setWordWrap(True)
         self.steer_result.setMinimumHeight(3 * self.steer_result.fontMetrics().lineSpacing())
@@ -355,7 +444,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         self.inputs_box = QWidget()
         QVBoxLayout(self.inputs_box).setContentsMargins(0, 0, 0, 0)
         self.run_button = QPushButton("Train SAEs")
-        self.run_button.clicked.connect(self.run)
+        connect_button(self.run_button, self.commands, "sae.train", self._train_args)
         self.run_status = QLabel("")
         self.run_status.setWordWrap(True)
         layout.addWidget(self.form_area, 1)
@@ -364,38 +453,123 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         layout.addWidget(self.run_status)
         return tab
 
-    # -- opening -------------------------------------------------------------------------------
-    @command("Cannot open the SAE")
-    def open_path(self, path: str | os.PathLike) -> bool:
-        """A run or SAE folder in place of the one shown (which leaves the undo history; its
-        autosaved labels stay), with its saved labels replayed; the search starts over."""
+    @contextmanager
+    def quietly(self) -> Iterator[None]:
+        """Widgets set here show the state; their signals are not the user's actions."""
+        was, self._quiet = self._quiet, True
         try:
-            self.model.open(path)
-        except Exception as exc:  # FormatError, ValueError and OSError name the folder
-            self.host.show_error("Cannot open the SAE", str(exc))
-            return False
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self._document is not None and callable(forget):
-            forget(self._document)
-        self._document = self.model.document
-        self.search_list.clear()
-        self.search_edit.clear()
-        restore = getattr(self.host, "restore_edits", None)
-        restored = restore(self.model.document, self.model, decode) if callable(restore) else 0
-        self.sae_box.blockSignals(True)
-        self.sae_box.clear()
-        self.sae_box.addItems(self.model.sae_names)
-        self.sae_box.setCurrentText(self.model.current_sae)
-        self.sae_box.blockSignals(False)
-        self._fill_summary()
-        self._sort_default()
-        self.status.setText(f"{Path(path).name}: {len(self.model.sae_names)} SAE(s); "
-                            f"{len(self.model.table)} features in {self.model.current_sae}"
-                            + (f"; {restored} saved edit(s) restored" if restored else ""))
-        if self.features.rowCount():
-            self.table.selectRow(0)
-        return True
+            yield
+        finally:
+            self._quiet = was
 
+    # -- commands: the wrappers tests, drops, run outputs and the window call ------------------
+    def _on_invocation(self, invocation: Invocation) -> None:
+        """An SAE command's outcome in the status line: its refusal, or what it said."""
+        if invocation.command.scope != SCOPE:
+            return
+        if invocation.refused:
+            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
+        elif isinstance(invocation.result, str):
+            self.status.setText(invocation.result)
+        elif isinstance(invocation.result, Path):
+            self.status.setText(f"Exported {invocation.result}")
+        elif " refused: " in self.status.text():  # an old refusal must not read as this one's
+            self.status.setText(f"{invocation.command.title}: done")
+
+    def open_path(self, path: str | os.PathLike) -> bool:
+        """Open a run or SAE folder (``sae.open``); a problem is reported, never raised."""
+        return self.commands.trigger("sae.open", path=str(path)) is not None
+
+    def open_file(self, path: str | os.PathLike) -> bool:
+        """File > Open and sessions: as ``open_path``."""
+        return self.open_path(path)
+
+    def sort_by(self, column: str, descending: bool = True) -> None:
+        self.commands.trigger("sae.sort_features", column=column, descending=descending)
+
+    def show_feature(self, feature: int) -> None:
+        if feature >= 0:
+            self.commands.trigger("sae.select_feature", feature=int(feature))
+
+    def set_label(self, feature: int, text: str, field_name: str = "label") -> None:
+        """Label (or annotate) a feature as the user would, through the undo stack."""
+        command_id = "sae.label_feature" if field_name == "label" else "sae.annotate_feature"
+        self.commands.trigger(command_id, sae=self.model.current_sae, feature=int(feature),
+                              **{field_name: text})
+
+    def search(self, text: str) -> list[tuple[int, float, int]]:
+        """Which features fire on a word (``sae.search``); the hits, as the model holds
+        them."""
+        self.commands.trigger("sae.search", text=text)
+        return list(self.model.hits)
+
+    def run(self) -> None:
+        """Train with the form's values and inputs (the Train button)."""
+        args = self._train_args()
+        if args is not None:
+            self.commands.trigger("sae.train", **args)
+
+    def steer(self) -> None:
+        """Steer with the shown feature and the box's prompt, alpha and tokens."""
+        args = self._steer_args()
+        if args is not None:
+            self.commands.trigger("sae.steer", **args)
+
+    def export_labels(self, path: str | os.PathLike) -> Path | None:
+        """The labels and notes as JSON (``sae.export_labels``); ``None`` when refused."""
+        return self.commands.trigger("sae.export_labels", path=str(path))
+
+    def export_sae(self, folder: str | os.PathLike) -> Path | None:
+        """The SAE folder with its labels (``sae.export_sae``), written on a worker thread:
+        the status says "Exporting" until it is done, then "Exported"."""
+        said = self.commands.trigger("sae.export_sae", folder=str(folder))
+        return Path(folder) if said is not None else None
+
+    def _sort_chosen(self, column: str, descending: bool) -> None:
+        """A header clicked: the table sorts through its command."""
+        if self._quiet or self.model.table is None:  # setSortingEnabled sorts at once
+            return
+        self.commands.trigger("sae.sort_features", column=column, descending=descending)
+
+    def _note_args(self, field_name: str) -> dict | None:
+        """The label or note typed, when it differs from the feature's (Enter or the focus
+        leaving the box without a change runs nothing)."""
+        if self.page is None or self.model.current < 0:
+            return None
+        editor = self.label_edit if field_name == "label" else self.note_edit
+        if editor.text() == self.model.note_of(self.model.current, field_name):
+            return None
+        return {"sae": self.model.current_sae, "feature": self.model.current,
+                field_name: editor.text()}
+
+    def _train_args(self) -> dict | None:
+        """The form's values and inputs; ``None`` when the form shows why not."""
+        params = self.form.submittable() if self.form is not None else None
+        if params is None:
+            return None
+        inputs = self.inputs.values() if self.inputs is not None else {}
+        return {"params": params, "inputs": inputs}
+
+    def _steer_args(self) -> dict | None:
+        if self.page is None:
+            return None
+        return {"feature": self.page.feature, "alpha": self.steer_alpha.value(),
+                "prompt": self.steer_prompt.text(), "new_tokens": self.steer_tokens.value()}
+
+    def _submit(self, method: str, params: dict, inputs: dict) -> None:
+        """A command's job, followed in the Train tab's or the Steer box's status line."""
+        if method == STEER_METHOD:
+            with self.quietly():  # the box shows what was steered (a script's arguments too)
+                self.steer_prompt.setText(str(params["prompt"]))
+                self.steer_alpha.setValue(float(params["alpha"]))
+                self.steer_tokens.setValue(int(params["new_tokens"]))
+            self.steer_result.setText(f"Submitting {STEER_METHOD}…")
+            self.steering.submit(STEER_METHOD, params, inputs)
+            return
+        self.run_status.setText(f"Submitting {method}…")
+        self.jobs.submit(method, params, inputs, on_error=self._rejected)
+
+    # -- opening -------------------------------------------------------------------------------
     def _open_name(self) -> str | None:
         """What is open, as the keep-or-open question names it; ``None`` when nothing is."""
         return self.model.run_dir.name if self.model.run_dir is not None else None
@@ -407,53 +581,58 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    @command("Cannot show the SAE")
-    def _on_sae_chosen(self, name: str) -> None:
-        if name and name != self.model.current_sae:
-            self.model.select_sae(name)
-            if self.features.rowCount():
-                self.table.selectRow(0)
-
     def _show_table(self) -> None:
+        """Another SAE loaded: its table, density, the SAE box, summaries and search hits."""
         self.features.reload()
         self.density_plot.set_spec(self.model.density_histogram())
+        with self.quietly():
+            self.sae_box.clear()
+            self.sae_box.addItems(self.model.sae_names)
+            self.sae_box.setCurrentText(self.model.current_sae)
+            self._fill_summary()
+            self.search_edit.setText(self.model.query)
+        self._fill_search_list()
+        self._show_sort_indicator()
+        self.page = None
 
-    def _sort_default(self) -> None:
-        """Most important first when importance was measured, else by feature id."""
-        if np.isfinite(self.model.table.importance).any():
-            self.sort_by("importance", descending=True)
-        else:
-            self.sort_by("feature", descending=False)
+    def _on_sorted(self) -> None:
+        self.features.apply_sort()
+        self._show_sort_indicator()
 
-    @command("Cannot sort")
-    def sort_by(self, column: str, descending: bool = True) -> None:
-        order = Qt.SortOrder.DescendingOrder if descending else Qt.SortOrder.AscendingOrder
-        self.table.sortByColumn(COLUMNS.index(column), order)
+    def _show_sort_indicator(self) -> None:
+        """The header's arrow as the model's order; blocked, or the table would sort again."""
+        header = self.table.horizontalHeader()
+        header.blockSignals(True)
+        header.setSortIndicator(COLUMNS.index(self.model.sort_column),
+                                Qt.SortOrder.DescendingOrder if self.model.descending
+                                else Qt.SortOrder.AscendingOrder)
+        header.blockSignals(False)
 
     def feature_at_row(self, row: int) -> int:
         return self.features.feature_at(row)
 
-    @command("Cannot show the feature")
     def _on_row(self, row: int) -> None:
         """A row chosen in the table opens its feature; a sort that only moves the current
         row (same feature) does not reload the page."""
         feature = self.feature_at_row(row)
-        if feature >= 0 and feature != self.model.current:
-            self.show_feature(feature)
+        if not self._quiet and feature >= 0 and feature != self.model.current:
+            self.commands.trigger("sae.select_feature", feature=feature)
 
     # -- the feature page ----------------------------------------------------------------------
     @command("Cannot show the feature")
-    def show_feature(self, feature: int) -> None:
-        if feature < 0:
-            return
-        self.page = page = self.model.select(feature)
-        self.title_label.setText(f"{self.model.current_sae} · feature {feature}"
-                                 + (f" · {page.label}" if page.label else ""))
-        self.stats_label.setText(
-            f"density {_fmt(page.density)} · importance {_fmt(page.importance)} · "
-            f"reproducibility {_fmt(page.reproducibility)} (Hungarian {_fmt(page.hungarian)})"
-            f" · top tokens: {page.top_tokens or '—'}"
-            + (f" · promotes: {page.output_tokens}" if page.output_tokens else ""))
+    def _on_selected(self, feature: int) -> None:
+        """The chosen feature: its row current in the table and its page drawn."""
+        row = self.features.row_of(feature)
+        if row >= 0 and self.table.currentIndex().row() != row:
+            with self.quietly():
+                self.table.setCurrentIndex(self.features.index(row, 0))
+                self.table.selectRow(row)
+        self._draw_page(feature)
+
+    def _draw_page(self, feature: int) -> None:
+        self.page = page = self.model.page(feature)
+        self.title_label.setText(page_title(self.model.current_sae, page))
+        self.stats_label.setText(measures(page))
         steerable = self.model.decoder_checkpoint is not None
         self.steer_box.setEnabled(steerable)
         self.steer_box.setToolTip("" if steerable else STEER_ONLY_DECODER)
@@ -478,63 +657,69 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         item.setData(Qt.ItemDataRole.UserRole, feature)
         target.addItem(item)
 
-    @command("Cannot show the feature")
     def _open_listed(self, item: QListWidgetItem) -> None:
         feature = item.data(Qt.ItemDataRole.UserRole)
-        if feature is not None:
-            self.show_feature(int(feature))
-
-    # -- labels and notes (undoable) -----------------------------------------------------------
-    @command("Cannot label the feature")
-    def _commit_note(self, field_name: str) -> None:
-        if self.page is None:
-            return
-        editor = self.label_edit if field_name == "label" else self.note_edit
-        command = self.model.note_command(self.page.feature, field_name, editor.text())
-        if command.value != command.previous:
-            self.host.push_edit(self.model.document, command, self.model)
-
-    @command("Cannot label the feature")
-    def set_label(self, feature: int, text: str, field_name: str = "label") -> None:
-        """Label (or annotate) a feature as the user would, through the undo stack."""
-        command = self.model.note_command(feature, field_name, text)
-        self.host.push_edit(self.model.document, command, self.model)
+        if feature is not None and int(feature) != self.model.current:
+            self.commands.trigger("sae.select_feature", feature=int(feature))
 
     def _on_note_changed(self, sae: str, feature: int) -> None:
         if sae != self.model.current_sae:
             return
         self.features.label_changed(feature)
         if self.page is not None and self.page.feature == feature:
-            self.show_feature(feature)
+            self._draw_page(feature)
 
     # -- search --------------------------------------------------------------------------------
-    @command("Cannot search")
-    def search(self, text: str) -> list[tuple[int, float, int]]:
-        hits = self.model.search(text)
-        self.search_list.clear()
-        for feature, total, count in hits:
-            self._add_feature_item(self.search_list, feature,
-                                   f"sum {total:.3g} over {count} token(s)")
-        self.tabs.setCurrentWidget(self.search_list)
+    def _on_searched(self) -> None:
+        """The word in the box (also when a script searched), its features listed in front."""
+        if self.search_edit.text() != self.model.query:
+            with self.quietly():
+                self.search_edit.setText(self.model.query)
+        self._fill_search_list()
+        self.show_tab("search")
+        text, hits = self.model.query, self.model.hits
         self.status.setText(f"{len(hits)} feature(s) fire on {text!r}" if hits else
                             f"no stored token matches {text!r}")
-        return hits
 
-    # -- summary figures -----------------------------------------------------------------------
+    def _fill_search_list(self) -> None:
+        self.search_list.clear()
+        for feature, total, count in self.model.hits:
+            self._add_feature_item(self.search_list, feature,
+                                   f"sum {total:.3g} over {count} token(s)")
+
+    # -- tabs and summary figures --------------------------------------------------------------
+    def show_tab(self, tab: str) -> None:
+        """A tab of the left side or of the feature page in front (``sae.show_tab``)."""
+        with self.quietly():
+            if tab in LEFT_TABS:
+                self.tabs.setCurrentIndex(LEFT_TABS.index(tab))
+            else:
+                self.page_tabs.setCurrentIndex(PAGE_TABS.index(tab))
+
     def _fill_summary(self) -> None:
         self.summary_box.clear()
+        self.summary_plot.set_spec({"kind": "plot", "title": "", "series": [], "hlines": []})
         if self.model.run_dir is None:
             return
         for name in SUMMARY_FIGURES:
             if (self.model.run_dir / "artifacts" / f"{name}.json").is_file():
                 self.summary_box.addItem(name)
+        if self.summary_box.count():
+            self.show_summary(self.summary_box.currentText())
 
-    @command("Cannot show the figure")
-    def _show_summary(self, name: str) -> None:
-        if not name or self.model.run_dir is None:
-            return
+    def show_summary(self, name: str) -> str | None:
+        """Draw a summary figure of the run (``sae.show_summary``); what went wrong, if
+        anything."""
         path = self.model.run_dir / "artifacts" / f"{name}.json"
-        self.summary_plot.set_spec(json.loads(path.read_text()), {"artifact": name})
+        try:
+            spec = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            return f"{path}: not a readable figure ({exc})"
+        if self.summary_box.currentText() != name:
+            with self.quietly():
+                self.summary_box.setCurrentText(name)
+        self.summary_plot.set_spec(spec, {"artifact": name})
+        return None
 
     # -- training ------------------------------------------------------------------------------
     @command("Cannot show the training form")
@@ -557,15 +742,9 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                                "file or folder instead of the corpus; decoder: a trained "
                                "decoder LM checkpoint for source 'decoder'")
         self.inputs_box.layout().addWidget(self.inputs)
-
-    @command("Cannot train")
-    def run(self) -> None:
-        params = self.form.submittable() if self.form is not None else None
-        if params is None:
-            return
-        inputs = self.inputs.values() if self.inputs is not None else {}
-        self.run_status.setText(f"Submitting {TRAIN_METHOD}…")
-        self.jobs.submit(TRAIN_METHOD, params, inputs, on_error=self._rejected)
+        for box in (self.form, self.inputs):  # check boxes and browse buttons fill sae.train
+            for button in box.findChildren(QAbstractButton):
+                mark_argument(button, "sae.train")
 
     @command("Cannot show the trained SAEs")
     def _show_trained(self, job: str, method: str, outputs: dict) -> None:
@@ -574,26 +753,10 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     def open_trained(self, run_dir: str | os.PathLike) -> bool:
         """A training run's SAEs, their feature table in front."""
-        opened = bool(self.open_path(run_dir))
+        opened = self.open_path(run_dir)
         if opened:
-            self.tabs.setCurrentWidget(self.table)
+            self.show_tab("features")
         return opened
-
-    # -- steering ------------------------------------------------------------------------------
-    @command("Cannot steer")
-    def steer(self) -> None:
-        """Submit ``sae_pc1.steer`` for the shown feature with the box's prompt and alpha."""
-        if self.page is None:
-            return
-        try:
-            params, inputs = self.model.steer_job(self.page.feature, self.steer_alpha.value(),
-                                                  self.steer_prompt.text(),
-                                                  self.steer_tokens.value())
-        except ValueError as exc:
-            self.steer_result.setText(str(exc))
-            return
-        self.steer_result.setText(f"Submitting {STEER_METHOD}…")
-        self.steering.submit(STEER_METHOD, params, inputs)
 
     @command("Cannot show the steering")
     def _show_steering(self, job: str, method: str, outputs: dict) -> None:
@@ -625,12 +788,8 @@ class SAEPanel(OpensDroppedFiles, QWidget):
 
     # -- export --------------------------------------------------------------------------------
     def export_provenance(self, view: dict) -> dict:
-        """A record naming the shown SAE (its checkpoint and feature table by path and hash),
-        the run that trained it (id, method, params, seed) and ``view``."""
-        return provenance.record(self.model.provenance_sources(),
-                                 {"panel": "sae", "run_folder": str(self.model.run_dir),
-                                  "sae": self.model.current_sae, **view},
-                                 self.model.training_runs())
+        """A record naming the shown SAE, the run that trained it and ``view``."""
+        return export_record(self.model, view)
 
     def info_line(self) -> str:
         """The page's title and measures: what a dashboard's caption repeats."""
@@ -640,31 +799,23 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                          caption: bool = False) -> Path:
         """The current feature's dashboard: .html (self-contained, provenance beside it) or a
         figure drawn for the page (.png, .svg, .pdf at ``dpi``: every context, no scroll
-        bars), provenance inside."""
-        target = Path(path)
-        if self.page is None:
-            raise ValueError("choose a feature first")
-        page = self.model.page(self.page.feature)
-        record = self.export_provenance({"features": [page.feature], "label": page.label,
-                                         "note": page.note})
-        suffix = target.suffix.lower()
-        if suffix == ".html":
-            provenance.write(target, self.model.dashboard_html(page.feature).encode(), record)
-        elif suffix in (".png", ".svg", ".pdf"):
-            dashboard = FeatureDashboard(self.model.current_sae, page,
-                                         self.model.activation_histogram(page.feature),
-                                         self.stats_label.text())
-            try:
-                dashboard.lay_out()
-                export_widget(dashboard, ExportChoice(target, dpi, caption), record,
-                              self.info_line())
-            finally:
-                dashboard.close()
-                dashboard.deleteLater()
-        else:
-            raise ValueError(f"{target}: choose .html, .png, .svg or .pdf")
+        bars), provenance inside. Raises ``ValueError``/``OSError`` (Ctrl+E says them)."""
+        target = write_dashboard(self.state, path, None, dpi, caption)
         self.status.setText(f"Exported {target}")
         return target
+
+    def draw_dashboard(self, target: Path, page: FeaturePage, record: dict, dpi: int,
+                       caption: bool, info: str) -> Path:
+        """A feature's dashboard laid out off screen for the page, then written."""
+        dashboard = FeatureDashboard(self.model.current_sae, page,
+                                     self.model.activation_histogram(page.feature),
+                                     measures(page))
+        try:
+            dashboard.lay_out()
+            return export_widget(dashboard, ExportChoice(target, dpi, caption), record, info)
+        finally:
+            dashboard.close()
+            dashboard.deleteLater()
 
     def current_plot(self) -> PlotSpecView | None:
         """Ctrl+E: the density or summary plot when its tab is in front (its provenance names
@@ -685,37 +836,17 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         """Ctrl+E: the current feature's dashboard as a figure."""
         return self.export_dashboard(path, dpi, caption)
 
-    def export_labels(self, path: str | os.PathLike) -> Path:
-        """The shown SAE's feature labels and notes as JSON, with a provenance sidecar."""
-        target = write_json_atomic(Path(path), self.model.labels_json())
-        provenance.write_sidecar(target, self.export_provenance({"export": "labels"}))
-        self.status.setText(f"Exported {target}")
-        return target
-
-    def export_sae(self, folder: str | os.PathLike) -> Path:
-        """The shown SAE as an SAELens folder (its cfg.json, weights and bypass as trained)
-        with ``labels.json``; cfg.json and the labels get provenance sidecars. The weights are
-        copied and hashed on a worker thread (they can be gigabytes): the status says
-        "Exporting" until it is done, then "Exported"; a failure is shown as an error."""
-        source = self.model.sae_folder
-        if source is None:
-            raise ValueError("open a run or an SAE first")
-        target, name = Path(folder), self.model.current_sae
-        view = {"panel": "sae", "run_folder": str(self.model.run_dir), "sae": name}
-        write = partial(write_sae_folder, source, target, self.model.labels_json(),
-                        self.model.provenance_sources(), view, self.model.training_runs())
-        self.status.setText(f"Exporting {name} to {target}…")
-        run_in_background(write, lambda _: self.status.setText(f"Exported {name} to {target}"),
-                          lambda exc: self._export_failed(name, exc))
-        return target
-
-    def _export_failed(self, name: str, error: Exception) -> None:
+    def sae_exported(self, name: str, target: Path, error: Exception | None) -> None:
+        """The SAE folder's worker finished (``sae.export_sae``)."""
+        if error is None:
+            self.status.setText(f"Exported {name} to {target}")
+            return
         self.status.setText(f"Export of {name} failed")
-        self.host.show_error("Export failed", str(error))
+        self.host.show_error("Export failed", f"{target}: {error}")
 
-    @command("Export failed")
     def choose_export_path(self) -> None:
-        """The export dialog (file, resolution, caption); .html writes the web page."""
+        """The export dialog (file, resolution, caption), then ``sae.export_dashboard``;
+        .html writes the web page."""
         if self.page is None:
             self.host.show_error("Export failed", "Choose a feature first.")
             return
@@ -723,58 +854,127 @@ class SAEPanel(OpensDroppedFiles, QWidget):
                             f"{self.model.current_sae}-feature-{self.page.feature}.png",
                             self.info_line())
         if choice is not None:
-            self._report(lambda: self.export_dashboard(choice.path, choice.dpi,
-                                                       choice.caption))
+            self.commands.trigger("sae.export_dashboard", path=str(choice.path),
+                                  feature=self.page.feature, dpi=choice.dpi,
+                                  caption=choice.caption)
 
-    def _choose_save(self, title: str, name_filter: str, suffix: str, then) -> None:
-        dialog = QFileDialog(self, title)
+    def _choose_labels_path(self) -> None:
+        dialog = QFileDialog(self, "Export feature labels")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dialog.setNameFilters([name_filter])
-        dialog.setDefaultSuffix(suffix)
-        dialog.fileSelected.connect(lambda path: self._report(lambda: then(path)))
+        dialog.setNameFilters(["JSON (*.json)"])
+        dialog.setDefaultSuffix("json")
+        dialog.fileSelected.connect(self.export_labels)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
     def _choose_sae_folder(self) -> None:
         dialog = QFileDialog(self, "Export the SAE with its labels into a folder")
         dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.fileSelected.connect(lambda path: self._report(lambda: self.export_sae(path)))
+        dialog.fileSelected.connect(self.export_sae)
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
-    def _report(self, export) -> None:
-        try:
-            export()
-        except (OSError, ValueError) as exc:  # a full disk or a bad folder: said, not raised
-            self.host.show_error("Export failed", str(exc))
+    # -- sessions (issue 39): what is open and how it is shown ---------------------------------
+    def view_state(self) -> dict:
+        """The view as JSON: the run or SAE folder by path, the SAE and feature shown, the
+        sort, the word searched, the tabs, the summary figure, the table's first visible
+        feature, the splitter, the Train form and the Steer box (``restore_view_state``)."""
+        model = self.model
+        state: dict = {
+            "tab": LEFT_TABS[self.tabs.currentIndex()],
+            "page_tab": PAGE_TABS[self.page_tabs.currentIndex()],
+            "splitter": [int(size) for size in self.splitter.sizes()],
+            "form": self.form.values() if self.form is not None else {},
+            "inputs": self.inputs.values() if self.inputs is not None else {},
+            "steer": {"prompt": self.steer_prompt.text(), "alpha": self.steer_alpha.value(),
+                      "new_tokens": self.steer_tokens.value()}}
+        if model.run_dir is not None and model.table is not None:
+            top = self.table.rowAt(0)
+            state.update({
+                "path": str(Path(model.run_dir).resolve()), "sae": model.current_sae,
+                "feature": model.current if model.current >= 0 else None,
+                "sort": {"column": model.sort_column, "descending": model.descending},
+                "search": model.query,
+                "summary": self.summary_box.currentText() or None,
+                "top_feature": self.features.feature_at(top) if top >= 0 else None})
+        return json.loads(json.dumps(state))  # plain JSON: what a session file holds
+
+    def restore_view_state(self, state: dict) -> list[str]:
+        """Open what ``view_state`` named and show it the same way; a sentence for each part
+        that could not be restored (a folder gone, an SAE or feature the run lacks, ...)."""
+        problems: list[str] = []
+
+        def run(command_id: str, **args) -> bool:
+            return self.commands.run_restoring(problems, command_id, **args)
+
+        opened = bool(state.get("path")) and run("sae.open", path=str(state["path"]))
+        if opened:
+            if state.get("sae") and state["sae"] != self.model.current_sae:
+                run("sae.select_sae", sae=state["sae"])
+            sort = state.get("sort")
+            if isinstance(sort, dict) and "column" in sort:
+                run("sae.sort_features", column=sort["column"],
+                    descending=bool(sort.get("descending", False)))
+            if state.get("search"):
+                run("sae.search", text=str(state["search"]))
+            if state.get("feature") is not None:
+                run("sae.select_feature", feature=state["feature"])
+            if state.get("summary") and state["summary"] != self.summary_box.currentText():
+                run("sae.show_summary", figure=state["summary"])
+        self._restore_widgets(state, problems)
+        for key in ("tab", "page_tab"):
+            if state.get(key) is not None:
+                run("sae.show_tab", tab=state[key])
+        if opened and state.get("top_feature") is not None:
+            self._scroll_to(state["top_feature"], problems)
+        return problems
+
+    def _restore_widgets(self, state: dict, problems: list[str]) -> None:
+        """The splitter, the Train form and inputs, and the Steer box as they were."""
+        sizes = state.get("splitter")
+        if isinstance(sizes, list) and len(sizes) == self.splitter.count():
+            self.splitter.setSizes([int(size) for size in sizes])
+        if self.form is not None and isinstance(state.get("form"), dict):
+            self.form.set_values(state["form"])
+        if self.inputs is not None and isinstance(state.get("inputs"), dict):
+            self.inputs.set_values(state["inputs"])
+        steer = state.get("steer")
+        if isinstance(steer, dict):
+            try:
+                with self.quietly():
+                    self.steer_prompt.setText(str(steer.get("prompt", "The")))
+                    self.steer_alpha.setValue(float(steer.get("alpha", 8.0)))
+                    self.steer_tokens.setValue(int(steer.get("new_tokens", 24)))
+            except (TypeError, ValueError):
+                problems.append(f"sae: the Steer box's values {steer!r} are not numbers")
+
+    def _scroll_to(self, feature: Any, problems: list[str]) -> None:
+        row = self.features.row_of(int(feature)) if isinstance(feature, int) else -1
+        if row < 0:
+            problems.append(f"sae: no feature {feature!r} to scroll the table to")
+            return
+        self.table.scrollTo(self.features.index(row, 0),
+                            QAbstractItemView.ScrollHint.PositionAtTop)
 
     # -- drag and drop, lifetime ---------------------------------------------------------------
-    @command("Cannot open the dropped folders")
     def open_dropped(self, paths: list[str]) -> None:
         for path in paths:
             self.open_path(path)
 
     def closeEvent(self, event) -> None:
+        self.shutdown()
+        super().closeEvent(event)
+
+    def shutdown(self) -> None:
+        """Stop following jobs and leave the registry (idempotent)."""
+        if self.state.view is None:
+            return
         self.jobs.close()
         self.steering.close()
         self._unsubscribe()
-        super().closeEvent(event)
-
-
-def write_sae_folder(source: Path, target: Path, labels: dict, sources: list[Path],
-                     view: dict, runs: list[dict]) -> Path:
-    """An SAE's checkpoint files copied into ``target`` (streamed, never whole in memory),
-    its ``labels.json``, and provenance sidecars for both (the sources hashed once). Runs on
-    a worker thread: it touches no widget."""
-    for file in sorted(source.iterdir()):
-        if file.is_file() and not file.name.endswith(provenance.SIDECAR_SUFFIX):
-            with open(file, "rb") as stream:
-                write_atomic(target / file.name, partial(shutil.copyfileobj, stream))
-    record = provenance.record(sources, {**view, "export": "sae checkpoint"}, runs)
-    provenance.write_sidecar(target / "cfg.json", record)
-    written = write_json_atomic(target / "labels.json", labels)
-    provenance.write_sidecar(written, {**record, "view": {**view, "export": "labels"}})
-    return target
+        self.commands.unbind(SCOPE, self.state)
+        self._stop_listening()
+        self.state.view = None
 
 
 def _fmt(value: float) -> str:

@@ -26,7 +26,7 @@ from studio.command_widgets import commands_of
 from studio.commands import CommandRefused
 
 # Panels whose every control runs a command. Add yours when it has moved onto commands.
-PANELS = ["routing", "fmri", "molecules", "crowd", "dialogue", "lab"]
+PANELS = ["routing", "fmri", "molecules", "crowd", "dialogue", "lab", "sae"]
 
 # Parts of Qt's own widgets that are buttons but no action of ours (a tab bar's scroll
 # arrows, a spin box's steppers, a line edit's clear button).

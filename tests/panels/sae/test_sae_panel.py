@@ -320,7 +320,7 @@ def test_the_sae_folder_export_reads_the_weights_off_the_main_thread(panel, run_
         copied_on.append(threading.current_thread() is threading.main_thread())
         return real_write(path, write)
 
-    monkeypatch.setattr("panels.sae.view.write_atomic", watched_write)
+    monkeypatch.setattr("panels.sae.commands.write_atomic", watched_write)
     folder = panel.export_sae(tmp_path / "exported")
     assert panel.status.text().startswith("Exporting")
     qtbot.waitUntil(lambda: panel.status.text().startswith("Exported"), timeout=10_000)
@@ -469,7 +469,8 @@ def test_a_failing_command_is_reported_not_raised_to_the_event_loop(panel, host,
     monkeypatch.setattr(panel.model, "note_command", broken)
     panel.label_edit.setText("rivers")
     panel.label_edit.editingFinished.emit()
-    assert host.errors[-1] == ("Cannot label the feature", "RuntimeError: no such SAE")
+    assert host.errors[-1] == ("Cannot label the feature",
+                               "sae.label_feature: RuntimeError: no such SAE")
     assert host.history.stack.count() == 0
 
 
