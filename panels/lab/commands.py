@@ -145,6 +145,8 @@ class TabArgs(CommandArgs):
 class ExportArgs(CommandArgs):
     path: str = Field(description="the figure's file: .png, .svg or .pdf (rendered by the "
                                   "engine)")
+    metric: str | None = Field(None, description="a live curve, by its metric's name "
+                                                 "(default: the plot shown)")
 
 
 # -- lookups: names the user sees -> the model's entries ---------------------------------------
@@ -165,7 +167,7 @@ def _method(state: LabState, method_id: str | None) -> dict:
         return state.model.method
     if method_id not in methods:
         paper = method_id.split(".")[0]
-        same = [m for m in methods if m.startswith(f"{paper}.")]
+        same = sorted(m for m in methods if m.startswith(f"{paper}."))
         hint = f" (methods of {paper}: {', '.join(same)})" if same else ""
         raise Refusal(f"the engine lists no method {method_id!r}{hint}")
     return methods[method_id]
@@ -257,7 +259,8 @@ def set_params(state: LabState, args: ParamsArgs) -> bool:
             and args.params["profile"] != state.model.profile:
         raise Refusal("choose the profile with lab.choose_profile (it brings its settings)")
     state.push(SetParams(method["id"], {**shown, **args.params},
-                         dict(previous) if previous is not None else None))
+                         dict(previous) if previous is not None else None,
+                         sorted(k for k, v in args.params.items() if shown.get(k) != v)))
     return True
 
 
@@ -391,7 +394,11 @@ def show_tab(state: LabState, args: TabArgs) -> bool:
 def export_figure(state: LabState, args: ExportArgs) -> str | bool:
     """The plot shown (an artifact, else the first live curve) with its provenance; a PDF
     is said in the status line when the engine has written it."""
-    problem = _view(state, "export the plot").write_plot(args.path)
+    view = _view(state, "export the plot")
+    if args.metric is not None and args.metric not in view.live_plots:
+        raise Refusal(f"no live curve of {args.metric!r} (curves: "
+                      f"{', '.join(map(repr, view.live_plots)) or 'none yet'})")
+    problem = view.write_plot(args.path, args.metric)
     if problem:
         raise Refusal(problem)
     return True if args.path.lower().endswith(".pdf") else f"Exported {args.path}"

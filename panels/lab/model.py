@@ -316,11 +316,11 @@ class SetParams:
     method: str
     values: dict
     previous: dict | None            # None: none were remembered (the form showed defaults)
+    changed: list[str] = field(default_factory=list)   # the names the user changed
 
     @property
     def label(self) -> str:
-        names = sorted(k for k in self.values
-                       if (self.previous or {}).get(k, _UNSET) != self.values[k])
+        names = sorted(self.changed)
         shown = ", ".join(names[:3]) + ("…" if len(names) > 3 else "")
         return f"Set {shown or 'parameters'} of {self.method}"
 
@@ -332,7 +332,7 @@ class SetParams:
 
     def to_json(self) -> dict:
         return {"kind": "set_params", "method": self.method, "values": self.values,
-                "previous": self.previous}
+                "previous": self.previous, "changed": self.changed}
 
 
 @dataclass
@@ -385,7 +385,6 @@ class SetProfile:
                 "reproduce": self.reproduce, "previous_params": self.previous_params}
 
 
-_UNSET = object()
 EDITS = {"set_params": SetParams, "set_seed": SetSeed, "set_profile": SetProfile}
 
 

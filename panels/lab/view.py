@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
@@ -297,7 +298,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self.export_button.setToolTip("save the plot shown as PNG, SVG or PDF, with the run's "
                                       "provenance in the file")
         mark_argument(self.export_button, "lab.export_figure")  # asks where, then exports
-        self.export_button.clicked.connect(self.choose_export_path)
+        self.export_button.clicked.connect(lambda _checked=False: self.choose_export_path())
         self.tabs.setCornerWidget(self.export_button)
         connect(self.tabs.currentChanged, self.tabs, self.commands, "lab.show_tab",
                 lambda index: None if self._quiet or index < 0 else {"tab": TABS[index]})
@@ -376,9 +377,11 @@ class LabPanel(OpensDroppedFiles, QWidget):
         is reported, never raised."""
         return self.commands.trigger("lab.open", path=str(path)) is not None
 
-    def export_plot(self, path: str | os.PathLike) -> None:
-        """The plot shown as PNG or SVG here, PDF through the engine (``lab.export_figure``)."""
-        self.commands.trigger("lab.export_figure", path=str(path))
+    def export_plot(self, path: str | os.PathLike, metric: str | None = None) -> None:
+        """The plot shown (or a metric's live curve) as PNG or SVG here, PDF through the
+        engine (``lab.export_figure``)."""
+        self.commands.trigger("lab.export_figure", path=str(path),
+                              **({"metric": metric} if metric is not None else {}))
 
     def _tree_choice_args(self, item: QTreeWidgetItem | None, _previous=None) -> dict | None:
         if self._syncing_tree or item is None or item.data(0, METHOD_ROLE) is None:
@@ -603,6 +606,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
         if not declared:
             return
         self.inputs = InputPicker(declared)
+        for button in self.inputs.findChildren(QAbstractButton):  # browse: a run's input
+            mark_argument(button, "lab.run")
         for job_id, artifact in self.model.seen_artifacts:
             self.inputs.add_candidate(f"run:{job_id}/{artifact.get('name')}",
                                       f"{job_id} / {artifact.get('name')} "
@@ -705,6 +710,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
             plot = PlotSpecView()
             plot.set_labels(metric, "step", "")
             plot.setMinimumHeight(190)
+            self._route_plot_export(plot, metric)
             job = self.model.current
             if job is not None:
                 plot.provenance = self._provenance(job, f"live:{metric}")
@@ -904,6 +910,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
         except Exception as exc:  # a damaged or missing file must not break the panel
             return _message(str(exc))
         if isinstance(view, PlotSpecView):
+            self._route_plot_export(view, None)  # shown: it is the plot an export writes
             job = self.model.jobs.get(job_id)
             view.provenance = (self._provenance(job, name) if job is not None
                                else {"run_id": job_id, "artifact": name})
@@ -954,10 +961,10 @@ class LabPanel(OpensDroppedFiles, QWidget):
             return next(iter(self.live_plots.values()))
         return self.artifact_stack.currentWidget() if self._showing_plot() else None
 
-    def write_plot(self, path: str | os.PathLike) -> str | None:
+    def write_plot(self, path: str | os.PathLike, metric: str | None = None) -> str | None:
         """PNG/SVG here; PDF rendered by the engine (``figure.export``) with matplotlib,
         said in the status line when it answers. What went wrong, if anything."""
-        plot = self.current_plot()
+        plot = self.live_plots[metric] if metric is not None else self.current_plot()
         if plot is None:
             return "nothing to export: run a method or choose a plot artifact first"
         target = Path(path)
@@ -979,9 +986,19 @@ class LabPanel(OpensDroppedFiles, QWidget):
                                                                         message))
         return None
 
-    def choose_export_path(self) -> None:
-        """Ask where, then ``lab.export_figure``."""
-        if self.current_plot() is None:
+    def _route_plot_export(self, plot: PlotSpecView, metric: str | None) -> None:
+        """pyqtgraph's right-click "Export..." writes no provenance and runs no command: on
+        the lab's plots it asks where and runs ``lab.export_figure`` for that plot."""
+        for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
+            if action.text().startswith("Export"):
+                action.triggered.disconnect()
+                action.triggered.connect(
+                    lambda _checked=False: self.choose_export_path(metric))
+                mark_argument(action, "lab.export_figure")
+
+    def choose_export_path(self, metric: str | None = None) -> None:
+        """Ask where, then ``lab.export_figure`` (of ``metric``'s live curve, when given)."""
+        if metric is None and self.current_plot() is None:
             self.export_plot("")  # refused: says there is nothing to export
             return
         dialog = QFileDialog(self, "Export figure")
@@ -993,7 +1010,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
             return next(k for k, v in EXPORT_FILTERS.items() if v == name_filter)
 
         dialog.filterSelected.connect(lambda text: dialog.setDefaultSuffix(suffix_of(text)))
-        dialog.fileSelected.connect(self.export_plot)
+        dialog.fileSelected.connect(lambda path: self.export_plot(path, metric))
         dialog.finished.connect(dialog.deleteLater)
         dialog.open()
 
