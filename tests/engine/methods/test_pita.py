@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -13,6 +12,7 @@ from pydantic import ValidationError
 from engine.context import Cancelled, JobContext
 from engine.methods import pita
 from engine.models.proof_transformer import ProofTransformer, ProofTransformerConfig
+from engine.models.star_block import StarBlock, StarBlockConfig
 
 SPECS = {spec.id: spec for spec in pita.SPECS}
 TRAIN = SPECS["pita.train"]
@@ -176,22 +176,131 @@ def test_invalid_params_are_rejected(bad):
         TRAIN.params(**bad)
 
 
-def test_reproduce_params_forbid_unknown_fields():
+def test_reproduce_params_forbid_unknown_fields_and_bad_cells():
     with pytest.raises(ValidationError):
-        REPRODUCE.params(smoke=True, cells=4)
+        REPRODUCE.params(smoke=True, graphs=4)
+    with pytest.raises(ValidationError):
+        REPRODUCE.params(cells=[(1, 8)])
 
 
+# -- reproduce (spec v2): the star-graph task --------------------------------------------------
 
-def test_reproduce_smoke_returns_a_claim(tmp_path):
+V2 = pita.PitaReproduceParams
+
+
+def test_profiles_hold_the_spec_numbers():
+    smoke, cpu, gpu = (V2(profile=p) for p in ("smoke", "cpu", "gpu"))
+    assert (cpu.cells, cpu.seeds, cpu.step_cap, cpu.width, cpu.batch_size) == (
+        [(16, 8), (2, 32)], 5, 10_000, 64, 64)
+    assert (gpu.cells, gpu.seeds, gpu.step_cap, gpu.width, gpu.batch_size) == (
+        [(2, 8), (2, 40), (16, 8), (16, 40)], 5, 40_000, 1024, 128)
+    assert (smoke.cells, smoke.step_cap) == ([(4, 6)], 50)
+    for profile in (smoke, cpu, gpu):
+        assert (profile.lr, profile.fallback_lr, profile.check_every) == (1e-3, 3e-4, 500)
+        assert (profile.stop_accuracy, profile.learned_accuracy) == (0.98, 0.95)
+        assert profile.min_learned_seeds == 5 and not profile.rotary
+    assert (cpu.gate_queries, cpu.test_queries, gpu.gate_queries, gpu.test_queries) == (
+        1024, 512, 1024, 512)
+    assert pita.train_hops(32) == list(range(1, 9)) and pita.test_hops(32) == list(range(9, 32))
+    assert pita.train_hops(8) == [1, 2] and pita.test_hops(40)[-1] == 39
+
+
+def test_star_queries_are_balanced_and_the_full_trace_decides_them():
+    breadth, depth = 3, 10
+    q = pita.star_queries(np.random.default_rng(0), breadth, depth, [2, 5, 9], 400)
+    assert q.answer.mean() == 0.5 and set(q.hop.tolist()) == {2, 5, 9}
+    arm_a, arm_b = q.a // depth, q.b // depth
+    assert ((q.b % depth) - (q.a % depth) == q.hop).all()
+    assert (arm_a[q.answer] == arm_b[q.answer]).all()
+    assert (arm_a[~q.answer] != arm_b[~q.answer]).all()
+    trace = pita.full_trace(q.b, breadth, depth)
+    assert trace.shape == (400, depth - 1)
+    assert (pita.trace_verdict(q.a, trace) == q.answer).all()
+    assert (pita.first_trace_error(q.b, trace, breadth, depth) == -1).all()
+    broken = trace.copy()
+    broken[:, 4] = (broken[:, 4] + 1) % (breadth * depth)
+    assert (pita.first_trace_error(q.b, broken, breadth, depth) == 4).all()
+
+
+def test_rt_targets_are_the_trace_then_the_verdict():
+    breadth, depth = 2, 6
+    labels = pita.star_labels(0, breadth, depth)
+    q = pita.Queries(np.array([0]), np.array([3]), np.array([3]), np.array([True]))
+    tokens, targets = pita.sequences(q, labels, breadth, depth, "rt")
+    trace = labels[[2, 1, 0, 11, 10]]  # stepping toward the root, wrapping to the last node
+    assert tokens.tolist() == [[labels[0], labels[3], *trace]]
+    assert targets.tolist() == [[-100, *trace, breadth * depth]]  # YES = the node count
+    tokens, targets = pita.sequences(q, labels, breadth, depth, "dp")
+    assert tokens.shape == (1, 2) and targets.tolist() == [1.0]
+
+
+def test_the_block_has_frozen_embeddings_and_rotary_switches_position_on():
+    plain = StarBlock(StarBlockConfig(vocab=10, width=16, head="rt"))
+    assert "embedding" not in dict(plain.named_parameters())
+    swapped = torch.tensor([[1, 2, 3], [2, 1, 3]])  # the same tokens before the last, reordered
+    out = plain(swapped)[:, -1]
+    assert torch.allclose(out[0], out[1], rtol=0, atol=1e-7)  # no positions: order unseen
+    rotary = StarBlock(StarBlockConfig(vocab=10, width=16, head="rt", rotary=True))
+    rotary.load_state_dict(plain.state_dict())
+    out = rotary(swapped)[:, -1]
+    assert (out[0] - out[1]).abs().max() > 1e-5  # small at initialisation, but there
+    dp = StarBlock(StarBlockConfig(vocab=10, width=16, head="dp"))
+    assert dp(swapped).shape == (2, 3)
+
+
+def _rows(cell, rt_accuracy, dp_accuracy, learned=(0.99, 0.99)):
+    """Planted unit results for one cell: five seeds, per-seed test accuracies."""
+    breadth, depth = cell
+    rows = []
+    for seed, (rt, dp) in enumerate(zip(rt_accuracy, dp_accuracy, strict=True)):
+        for head, value, gate in (("rt", rt, learned[0]), ("dp", dp, learned[1])):
+            rows.append({"breadth": breadth, "depth": depth, "seed": seed, "head": head,
+                         "in_distribution": gate, "test_accuracy": [value, value]})
+    return rows
+
+
+SEEDS = [0, 1, 2, 3, 4]
+HIGH, LOW = [0.90, 0.92, 0.88, 0.91, 0.93], [0.60, 0.62, 0.58, 0.61, 0.63]
+
+
+def _criteria(rows):
+    return pita.pita_criteria(pita.cell_results(rows, SEEDS, 0.95), 5)
+
+
+def test_planted_support_passes_both_criteria():
+    first, second = _criteria(_rows((16, 8), HIGH, LOW) + _rows((2, 32), LOW, HIGH))
+    assert (first.verdict, second.verdict) == ("PASS", "PASS")
+    assert first.quote == pita.QUOTE_BROAD and "B = 16, D = 8" in first.name
+    assert "B = 2, D = 32" in second.name and second.estimate == pytest.approx(-0.3)
+
+
+def test_planted_violations_fail_each_criterion():
+    first, second = _criteria(_rows((16, 8), LOW, HIGH) + _rows((2, 32), HIGH, LOW))
+    assert (first.verdict, second.verdict) == ("FAIL", "FAIL")
+
+
+def test_the_training_gate_refuses_an_unlearned_cell():
+    unlearned = _rows((16, 8), HIGH, LOW, learned=(0.99, 0.80)) + _rows((2, 32), LOW, HIGH)
+    results = pita.cell_results(unlearned, SEEDS, 0.95)
+    assert results[(16, 8)].learned_seeds == [] and results[(2, 32)].learned_seeds == SEEDS
+    first, second = pita.pita_criteria(results, 5)
+    assert first.verdict == "INCONCLUSIVE" and "not learned" in first.decides_with
+    assert second.verdict == "PASS"
+    one_short = [r for r in _rows((16, 8), HIGH, LOW) if r["seed"] != 4 or r["head"] == "rt"]
+    one_short += [{**r, "in_distribution": 0.5} for r in _rows((16, 8), HIGH, LOW)
+                  if r["seed"] == 4 and r["head"] == "dp"]
+    first, _ = _criteria(one_short + _rows((2, 32), LOW, HIGH))
+    assert first.verdict == "INCONCLUSIVE" and first.computed_verdict() == "PASS"
+
+
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
     ctx = JobContext("j", tmp_path, emit=lambda event: None, seed=0)
-    outputs = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
+    outputs = REPRODUCE.run(ctx, REPRODUCE.params(profile="smoke"), {})
     claim = outputs["claim"]
-    assert claim["smoke"] is True and claim["paper"] == "pita" and claim["seeds"] == [0]
+    assert claim["spec"] == "v2" and claim["smoke"] is True and claim["seeds"] == [0, 1]
     assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)"]
-    for criterion in claim["criteria"]:
-        assert math.isfinite(criterion["measured"]) and criterion["paper"]
-    assert claim["passed"] == all(c["passed"] for c in claim["criteria"])
-    for cell in ("broad_shallow", "broad_deep", "narrow_shallow", "narrow_deep"):
-        spec = json.loads((tmp_path / outputs[f"accuracy_{cell}"]).read_text())
-        assert len(spec["series"]) == 3
+    assert all(c["verdict"] == "INCONCLUSIVE" and c["quote"] for c in claim["criteria"])
+    assert [check["passed"] for check in claim["sanity"]] == [True, True, True]
+    spec = json.loads((tmp_path / outputs["accuracy_B4_D6"]).read_text())
+    assert [s["name"] for s in spec["series"]] == ["DP", "RT"]
     json.dumps(claim)
