@@ -316,7 +316,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         splitter.addWidget(self.side_tabs)
         self.metrics_plot = pg.PlotWidget()
         self.metrics_plot.setMaximumHeight(160)
-        self.metrics_plot.setMinimumHeight(100)  # its axis labels overlap below this
+        self.metrics_plot.setMinimumHeight(76)  # its axis labels overlap below about this
         self.metrics_plot.addLegend(offset=(-10, 5))
         self.metrics_plot.setLabel("bottom", "frame")
         self.metrics_plot.setYRange(0, 1)
