@@ -13,6 +13,7 @@ one without a window and call ``registry.run``.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -389,6 +390,20 @@ def write_sae_folder(source: Path, target: Path, labels: dict, sources: list[Pat
     return target
 
 
+def _writable_folder(target: Path) -> None:
+    """Refuse, before a worker starts copying, a folder that cannot be made or written: a
+    file in its place or above it, or a parent the user may not write in."""
+    if target.exists() and not target.is_dir():
+        raise Refusal(f"{target} is a file, not a folder")
+    existing = target
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise Refusal(f"{target}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise Refusal(f"{target}: cannot write in {existing}")
+
+
 def export_sae(state: SaeState, args: FolderArgs) -> str:
     """The shown SAE as an SAELens folder (cfg.json, weights and bypass as trained) with
     ``labels.json``; cfg.json and the labels get provenance sidecars. With the window the
@@ -399,13 +414,9 @@ def export_sae(state: SaeState, args: FolderArgs) -> str:
     source, target, name = model.sae_folder, Path(args.folder), model.current_sae
     if source is None:
         raise Refusal("no SAE is open")
-    if target.exists() and not target.is_dir():
-        raise Refusal(f"{target} is a file, not a folder")
-    try:
-        if target.resolve() == source.resolve():
-            raise Refusal(f"{target} is the SAE's own folder: choose another")
-    except OSError as exc:
-        raise Refusal(f"{target}: {exc}") from None
+    _writable_folder(target)
+    if target.resolve() == source.resolve():
+        raise Refusal(f"{target} is the SAE's own folder: choose another")
     view = {"panel": "sae", "run_folder": str(model.run_dir), "sae": name}
     write = partial(write_sae_folder, source, target, model.labels_json(),
                     model.provenance_sources(), view, model.training_runs())
