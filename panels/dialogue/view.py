@@ -85,6 +85,9 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         self._filling = False      # the table is being filled: its signals are not the user's
         self._quiet = False        # a widget set to show the state: not the user's action
         self._schemas: dict[str, dict] = {}
+        # a restored method and form values, shown when the engine lists the method
+        self._pending_form: tuple[str, dict] | None = None
+        self._form_method = ""     # whose form is shown
         self.commands = registry_for(host, COMMANDS)
         self.state = DialogueState(self.model, host, view=self, submit=self._submit)
         self.commands.bind(SCOPE, self.state)
@@ -243,6 +246,8 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             self.status.setText(invocation.result)
         elif isinstance(invocation.result, Path):
             self.status.setText(f"Exported {invocation.result}")
+        elif " refused: " in self.status.text():  # an old refusal must not read as this one's
+            self.status.setText(f"{invocation.command.title}: done")
 
     def open_file(self, path: str | os.PathLike) -> bool:
         """Open a transcript file (``dialogue.open``); a problem is reported, never raised."""
@@ -466,13 +471,19 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             self.method_box.clear()
             self.method_box.addItems(sorted(self._schemas, key=FORM_METHODS.index))
         self._show_form(self.method_box.currentText())
+        pending = self._pending_form
+        if pending is not None and pending[0] in self._schemas:  # a restored session's form
+            self._pending_form = None
+            self.show_method(pending[0])
+            if self.form is not None:
+                self.form.set_values(pending[1])
 
     def show_method(self, method: str) -> None:
         """The method in the box and its form below (``dialogue.choose_method``)."""
         if self.method_box.currentText() != method:
             with self.quietly():
                 self.method_box.setCurrentText(method)
-        if self.form is None or getattr(self, "_form_method", None) != method:
+        if self.form is None or self._form_method != method:
             self._show_form(method)
 
     @command("Cannot show the method's form")
@@ -663,11 +674,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             if isinstance(hit, int) and -1 <= hit < len(self.model.hits):
                 self.model.hit_index = hit
         self._restore_figures(state, problems)
-        method = state.get("method")
-        if method and method != self.method_box.currentText():
-            run("dialogue.choose_method", method=str(method))
-        if self.form is not None and isinstance(state.get("form"), dict):
-            self.form.set_values(state["form"])
+        self._restore_form(state, problems)
         if state.get("tab") in TABS:
             run("dialogue.show_tab", tab=state["tab"])
         zoom = state.get("belief_zoom")
@@ -678,6 +685,24 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             except (KeyError, TypeError, ValueError):
                 problems.append(f"dialogue: the plot's zoom {zoom!r} is not x/y ranges")
         return problems
+
+    def _restore_form(self, state: dict, problems: list[str]) -> None:
+        """The method chosen and its form's values; when the engine does not list the method
+        yet (a session opened while it starts), they are shown once it does."""
+        method = state.get("method")
+        values = state.get("form") if isinstance(state.get("form"), dict) else {}
+        if not method:
+            return
+        if method not in FORM_METHODS:
+            problems.append(f"dialogue: no method {method!r} to show the form of")
+        elif method not in self._schemas:
+            self._pending_form = (str(method), values)
+        else:
+            self._pending_form = None
+            if method != self.method_box.currentText():
+                self.commands.run_restoring(problems, "dialogue.choose_method", method=method)
+            if self.form is not None:
+                self.form.set_values(values)
 
     def _restore_figures(self, state: dict, problems: list[str]) -> None:
         """The runs' figures offered again where their run folders still hold them."""

@@ -337,3 +337,19 @@ def test_view_state_round_trips_as_data_and_picture(shown, scicl_host, make_widg
     assert any("no-such-run" in p and "is gone" in p for p in problems)
     missing = other.restore_view_state({"path": str(tmp_path / "moved.jsonl")})
     assert len(missing) == 1 and "moved.jsonl: cannot read it" in missing[0]
+
+
+def test_a_form_restored_before_the_engine_lists_its_method_shows_once_it_does(
+        make_widget, history_host) -> None:
+    """A session reopened while the engine starts: the method's form and its values are
+    shown when the engine lists the method, not lost."""
+    history_host.set_methods([])
+    panel = make_widget(DialoguePanel, history_host)
+    saved = {"method": "scicl.gain_map", "form": {"seeds": 3}, "tab": "run"}
+    assert panel.restore_view_state(saved) == [] and panel.form is None
+    history_host.set_methods([spec.describe() for spec in scicl.SPECS])
+    history_host.emit("engine", "methods")  # the engine's list arrived
+    assert panel.method_box.currentText() == "scicl.gain_map"
+    assert panel.form.values()["seeds"] == 3 and panel.view_state()["tab"] == "run"
+    assert panel.restore_view_state({"method": "scicl.nope"}) == [
+        "dialogue: no method 'scicl.nope' to show the form of"]
