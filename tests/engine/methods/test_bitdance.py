@@ -312,20 +312,119 @@ def test_cancel_stops_training(tmp_path):
         TRAIN.run(ctx, TRAIN.params(steps=10_000), {})
 
 
-def test_reproduce_smoke_returns_a_claim(tmp_path):
+# -- reproduce (spec v2) ---------------------------------------------------------------------
+
+V2 = bitdance.BitDanceReproduceParams
+
+
+def test_profiles_hold_the_spec_numbers():
+    smoke, cpu, gpu = (V2(profile=p) for p in ("smoke", "cpu", "gpu"))
+    assert (cpu.grids, cpu.heads, cpu.n_layers, cpu.d_model, cpu.steps, cpu.seeds) == (
+        ["wide"], ["bernoulli", "diffusion"], 2, 64, 5000, 3)
+    assert (gpu.grids, gpu.n_layers, gpu.d_model, gpu.steps, gpu.seeds) == (
+        ["small", "wide"], 4, 256, 10_000, 5)
+    assert gpu.heads == ["softmax", "bernoulli", "diffusion", "patch", "independent"]
+    assert (smoke.steps, 10 * smoke.samples_per_class) == (30, 100)
+    for profile in (cpu, gpu):
+        assert (profile.samples_per_class, profile.band_draws) == (200, 1000)
+    for profile in (smoke, cpu, gpu):
+        assert (profile.lr, profile.batch_size, profile.sample_steps) == (1e-3, 64, 20)
+        assert (profile.flip_rate, profile.margin_fraction) == (0.15, 0.25)
+        assert (profile.timed_batches, profile.timed_batch_size) == (20, 100)
+    assert bitdance.PATCH == {"small": 4, "wide": 2} and bitdance.GRIDS == {"small": 2, "wide": 4}
+
+
+def test_structure_features_are_pixels_and_adjacent_products():
+    image = np.zeros((1, 8, 8))
+    image[0, 0, 0] = 1
+    phi = bitdance.structure_features(image)
+    assert phi.shape == (1, 176)
+    assert phi[0, 0] == 1 and (phi[0, 1:64] == -1).all()
+    across, down = phi[0, 64:120].reshape(8, 7), phi[0, 120:].reshape(7, 8)
+    assert across[0, 0] == -1 and down[0, 0] == -1 and (across[1:] == 1).all()
+
+
+def test_the_power_controls_clear_the_noise_band_on_real_digits():
+    ref = bitdance.reference()
+    assert len(ref.train_images) == 1438 and len(ref.held_features) == 359
+    band = bitdance.noise_band(ref, 40)
+    top = float(np.quantile(band, 0.975))
+    assert np.quantile(band, 0.025) <= 0 <= top
+    per_pixel = ref.mmd2(bitdance.per_pixel_control(ref, 100, 0))
+    flipped = ref.mmd2(bitdance.bit_flip_control(ref, 1000, 0.15, 0))
+    assert per_pixel > top and flipped > per_pixel
+    assert abs(ref.mmd2(ref.train_images[:600])) < per_pixel / 2  # real digits: near zero
+
+
+SEEDS3 = [0.0, 0.001, -0.001]
+
+
+def _table(values: dict[tuple[str, str], float]) -> bitdance.MmdTable:
+    return {key: [v + d for d in SEEDS3] for key, v in values.items()}
+
+
+DELTA = 0.01
+
+
+def _criteria(values, powered=True, times=None):
+    return bitdance.bitdance_criteria(_table(values), DELTA, powered, "planted", times or {})
+
+
+def test_criterion_one_fails_when_per_bit_prediction_is_better():
+    better = _criteria({("wide", "bernoulli"): 0.05, ("wide", "diffusion"): 0.02})
+    assert better[0].verdict == "PASS" and better[0].quote == bitdance.QUOTE_1
+    worse = _criteria({("wide", "bernoulli"): 0.02, ("wide", "diffusion"): 0.05})
+    assert worse[0].verdict == "FAIL"
+    assert [c.verdict for c in worse[1:]] == ["INCONCLUSIVE"] * 3
+
+
+def test_criterion_two_is_non_inferiority_within_delta():
+    close = _criteria({("small", "diffusion"): 0.025, ("small", "softmax"): 0.02})
+    assert close[1].verdict == "PASS"
+    far = _criteria({("small", "diffusion"): 0.05, ("small", "softmax"): 0.02})
+    assert far[1].verdict == "FAIL"
+
+
+def _patch_table(joint: float, independent: float) -> dict:
+    values = {}
+    for grid in ("small", "wide"):
+        values |= {(grid, "diffusion"): 0.02, (grid, "patch"): joint,
+                   (grid, "independent"): independent}
+    return values
+
+
+def test_criterion_three_needs_joint_as_good_and_independent_worse():
+    assert _criteria(_patch_table(0.021, 0.06))[2].verdict == "PASS"
+    assert _criteria(_patch_table(0.05, 0.08))[2].verdict == "FAIL"  # joint worse than delta
+    assert _criteria(_patch_table(0.021, 0.0))[2].verdict == "FAIL"  # independent not worse
+
+
+def test_without_power_criteria_one_to_three_are_withheld():
+    planted = {("wide", "bernoulli"): 0.05, ("wide", "diffusion"): 0.02}
+    result = _criteria(planted, powered=False)[0]
+    assert result.verdict == "INCONCLUSIVE" and result.computed_verdict() == "PASS"
+    assert "sees structure" in result.decides_with
+
+
+def test_criterion_four_is_the_ratio_of_median_decode_times():
+    rng = np.random.default_rng(0)
+    fast = {"wide": {"sequential": list(0.02 + 0.001 * rng.random(20)),
+                     "patch": list(0.01 + 0.001 * rng.random(20))}}
+    assert _criteria({}, times=fast)[3].verdict == "PASS"
+    slow = {"wide": {"sequential": fast["wide"]["patch"], "patch": fast["wide"]["sequential"]}}
+    assert _criteria({}, times=slow)[3].verdict == "FAIL"
+    assert _criteria({})[3].verdict == "INCONCLUSIVE"
+
+
+def test_reproduce_smoke_returns_the_v2_schema(tmp_path):
     ctx = JobContext("j", tmp_path, emit=lambda event: None, seed=0)
-    outputs = REPRODUCE.run(ctx, REPRODUCE.params(smoke=True), {})
+    outputs = REPRODUCE.run(ctx, REPRODUCE.params(profile="smoke"), {})
     claim = outputs["claim"]
-    assert claim["smoke"] is True and claim["paper"] == "bitdance" and claim["seeds"] == [0]
-    assert len(claim["criteria"]) == 9
-    for criterion in claim["criteria"]:
-        assert math.isfinite(criterion["measured"]) and criterion["paper"]
-    assert claim["passed"] == all(c["passed"] for c in claim["criteria"])
-    spec = json.loads((tmp_path / outputs["mmd_per_head"]).read_text())
-    assert spec["kind"] == "plot" and len(spec["series"]) == 2
-    assert [label for _, label in spec["xticks"]] == [
-        "diffusion", "bernoulli", "softmax", "patch diffusion", "independent diffusion"]
-    times = json.loads((tmp_path / outputs["decode_time"]).read_text())
-    assert len(times["series"]) == 3
-    assert np.load(tmp_path / outputs["samples_wide_bernoulli"]).shape == (89, 35)
+    assert claim["spec"] == "v2" and claim["smoke"] is True and claim["seeds"] == [0, 1]
+    assert [c["name"][:3] for c in claim["criteria"]] == ["(1)", "(2)", "(3)", "(4)"]
+    assert all(c["quote"] for c in claim["criteria"])
+    assert claim["criteria"][0]["method"].startswith("t-interval over 2 seeds")
+    assert [check["name"][:9] for check in claim["sanity"]] == ["the noise", "both powe"]
+    table = json.loads((tmp_path / outputs["results"]).read_text())
+    assert len(table["rows"]) == 4
     json.dumps(claim)
