@@ -11,9 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from engine.methods import scicl
@@ -21,6 +19,7 @@ from panels.dialogue.commands import COMMANDS, SCOPE, DialogueState, register
 from panels.dialogue.model import DialogueModel
 from panels.dialogue.view import COL_LABEL, DialoguePanel
 from studio.commands import CommandRefused, CommandRegistry, Invocation
+from tests.studio.test_sessions import _difference, _picture
 
 MISSING = "/dev/null/studio-test"  # under a device: no file or folder can be made there
 LINES = [
@@ -279,13 +278,6 @@ def _settled(panel: DialoguePanel) -> None:
         QApplication.processEvents()
 
 
-def _pixels(panel: DialoguePanel) -> np.ndarray:
-    image = panel.grab().toImage().convertToFormat(QImage.Format.Format_RGB888)
-    data = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height())
-    return data.reshape(image.height(), image.bytesPerLine())[:, :image.width() * 3] \
-        .reshape(image.height(), image.width(), 3).astype(np.int16)
-
-
 def test_view_state_round_trips_as_data_and_picture(shown, scicl_host, make_widget, qtbot,
                                                     chats, tmp_path) -> None:
     shown.commands.run("dialogue.label_turn", transcript="plan", turn=1, label="flatters")
@@ -310,7 +302,7 @@ def test_view_state_round_trips_as_data_and_picture(shown, scicl_host, make_widg
     assert saved["turn"] == 2 and saved["search"] == "plan" and saved["tab"] == "beliefs"
     assert saved["method"] == "scicl.gain_map" and saved["form"]["seeds"] == 3
     assert saved["figure"] == f"scicl.gain_map / map  ({job})"
-    before = _pixels(shown)
+    before = _picture(shown)
 
     other = make_widget(DialoguePanel, scicl_host)
     other.resize(shown.size())
@@ -325,10 +317,7 @@ def test_view_state_round_trips_as_data_and_picture(shown, scicl_host, make_widg
         assert again["belief_zoom"][axis] == pytest.approx(saved["belief_zoom"][axis],
                                                            abs=1e-6)
     assert other.model.find("plan").turns[1].meta["label"] == "flatters"  # from the journal
-    after = _pixels(other)
-    assert before.shape == after.shape
-    differ = np.abs(before - after).max(axis=2) > 24
-    assert differ.mean() < 0.01, differ.mean()
+    assert _difference(before, _picture(other)) < 0.01  # measured: 0 (the same pixels)
 
     broken = {**saved, "transcript": "gone", "turn": 1,
               "figures": [{**saved["figures"][0], "run": "no-such-run"}]}
