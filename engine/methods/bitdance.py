@@ -652,10 +652,10 @@ def decode_times(grid: str, params: BitDanceReproduceParams) -> dict[str, list[f
 MmdTable = dict[tuple[str, str], list[float]]  # (grid, head) -> MMD^2 per seed
 
 
-def _undecided(name: str, quote: str, reason: str) -> verdicts.Criterion:
+def _undecided(name: str, quote: str, rule: verdicts.Rule, reason: str) -> verdicts.Criterion:
+    """A criterion this run does not measure: INCONCLUSIVE under its own rule, saying why."""
     empty = verdicts.Interval(math.nan, math.nan, math.nan, 0.95, "not measured in this run")
-    return verdicts.gate(verdicts.criterion(name, quote, empty, verdicts.Rule.above(0.0)),
-                         False, reason)
+    return verdicts.gate(verdicts.criterion(name, quote, empty, rule), False, reason)
 
 
 def _paired(name: str, quote: str, first: list[float], second: list[float],
@@ -675,14 +675,14 @@ def bitdance_criteria(mmd: MmdTable, delta: float, powered: bool, power_note: st
     first = (_paired(name1, QUOTE_1, mmd[("wide", "bernoulli")], mmd[("wide", "diffusion")],
                      verdicts.Rule.above(0.0))
              if have(("wide", "bernoulli"), ("wide", "diffusion")) else
-             _undecided(name1, QUOTE_1, "training the Bernoulli and diffusion heads on the "
-                                        "wide grid"))
+             _undecided(name1, QUOTE_1, verdicts.Rule.above(0.0),
+                        "training the Bernoulli and diffusion heads on the wide grid"))
     name2 = f"(2) small grid: MMD^2(diffusion) - MMD^2(softmax) < delta = {delta:.3g}"
     second = (_paired(name2, QUOTE_2, mmd[("small", "diffusion")], mmd[("small", "softmax")],
                       verdicts.Rule.below(delta))
               if have(("small", "diffusion"), ("small", "softmax")) else
-              _undecided(name2, QUOTE_2, "the small grid's softmax and diffusion heads (the "
-                                         "gpu profile)"))
+              _undecided(name2, QUOTE_2, verdicts.Rule.below(delta),
+                         "the small grid's softmax and diffusion heads (the gpu profile)"))
     name3 = "(3) next-patch diffusion: as good as sequential, better than independent"
     parts = []
     for grid in GRIDS:
@@ -695,8 +695,9 @@ def bitdance_criteria(mmd: MmdTable, delta: float, powered: bool, power_note: st
                         mmd[(grid, "independent")], mmd[(grid, "patch")],
                         verdicts.Rule.above(0.0))]))
     third = (verdicts.combine(name3, QUOTE_3, parts) if len(parts) == len(GRIDS) else
-             _undecided(name3, QUOTE_3, "the patch, independent and sequential diffusion heads "
-                                        "on both grids (the gpu profile)"))
+             _undecided(name3, QUOTE_3, verdicts.Rule.below(delta),
+                        "the patch, independent and sequential diffusion heads on both grids "
+                        "(the gpu profile)"))
     gated = [verdicts.gate(c, powered, "a metric that sees structure: " + power_note)
              for c in (first, second, third)]
     name4 = "(4) decoding speed-up: median s/image sequential / joint patch > 1"
@@ -711,7 +712,8 @@ def bitdance_criteria(mmd: MmdTable, delta: float, powered: bool, power_note: st
                                              verdicts.Rule.above(1.0)))
         fourth = verdicts.combine(name4, QUOTE_4, parts4)
     else:
-        fourth = _undecided(name4, QUOTE_4, "timing the patch head (the gpu profile)")
+        fourth = _undecided(name4, QUOTE_4, verdicts.Rule.above(1.0),
+                            "timing the patch head (the gpu profile)")
     return [*gated, fourth]
 
 

@@ -538,11 +538,11 @@ def _paired(name: str, quote: str, differences: list[float], censored: bool, lev
                               rule_of(censored))
 
 
-def _undecided(name: str, quote: str, reason: str) -> verdicts.Criterion:
-    """A criterion with nothing to measure in this run: INCONCLUSIVE, saying what decides it."""
+def _undecided(name: str, quote: str, rule: verdicts.Rule, reason: str) -> verdicts.Criterion:
+    """A criterion with nothing to measure in this run: INCONCLUSIVE under its own rule,
+    saying what decides it."""
     empty = verdicts.Interval(math.nan, math.nan, math.nan, 0.95, "not measured in this run")
-    return verdicts.gate(verdicts.criterion(name, quote, empty, verdicts.Rule.above(0.0)),
-                         False, reason)
+    return verdicts.gate(verdicts.criterion(name, quote, empty, rule), False, reason)
 
 
 def _separation_rule(censored: bool) -> verdicts.Rule:
@@ -573,7 +573,7 @@ def noise_criterion(bp: Breakpoints, tasks: list[str], noisy: float | None
     """Criterion 2: pairwise differences of the noise costs log2 L*(0) - log2 L*(p)."""
     name = "(2) encoders differ in noise cost log2 L*(p = 0) - log2 L*(p = 0.2) at 1x"
     if noisy is None:
-        return _undecided(name, QUOTE_NOISE,
+        return _undecided(name, QUOTE_NOISE, _separation_rule(False),
                           "runs at noise p = 0.2 (the gpu profile sweeps it; cpu does not)")
     pairs = list(itertools.combinations(ENCODERS, 2))
     level = verdicts.bonferroni(0.95, len(pairs) * len(tasks))
@@ -599,7 +599,7 @@ def capacity_criterion(bp: Breakpoints, length: verdicts.Criterion) -> verdicts.
     name = "(3) the encoder ahead at 1x stays ahead of the other at 4x"
     separated = [part for part in length.parts if part.verdict == verdicts.PASS]
     if not separated:
-        return _undecided(name, QUOTE_CAPACITY,
+        return _undecided(name, QUOTE_CAPACITY, verdicts.Rule.above(0.0),
                           "criterion 1 separating a pair (it separated none)")
     level = verdicts.bonferroni(0.95, len(separated))
     parts = []

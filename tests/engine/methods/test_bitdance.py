@@ -376,6 +376,7 @@ def test_criterion_one_fails_when_per_bit_prediction_is_better():
     worse = _criteria({("wide", "bernoulli"): 0.02, ("wide", "diffusion"): 0.05})
     assert worse[0].verdict == "FAIL"
     assert [c.verdict for c in worse[1:]] == ["INCONCLUSIVE"] * 3
+    assert [c.rule.kind for c in worse[1:]] == ["below", "below", "above"]  # their own rules
 
 
 def test_criterion_two_is_non_inferiority_within_delta():

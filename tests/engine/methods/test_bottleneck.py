@@ -257,8 +257,9 @@ def test_noise_criterion_fails_for_equal_costs_and_passes_for_a_robust_encoder()
     robust = bn.noise_criterion(with_noise({"bilstm": 0, "transformer": 2, "ssm": 1}),
                                 ["copy"], 0.2)
     assert robust.verdict == "PASS"
-    assert bn.noise_criterion(with_noise({"bilstm": 0, "transformer": 2, "ssm": 1}), ["copy"],
-                              None).verdict == "INCONCLUSIVE"
+    unmeasured = bn.noise_criterion(with_noise({"bilstm": 0, "transformer": 2, "ssm": 1}),
+                                    ["copy"], None)
+    assert unmeasured.verdict == "INCONCLUSIVE" and unmeasured.rule.kind == "outside_band"
 
 
 def test_capacity_criterion_fails_when_four_times_the_parameters_catch_up():
