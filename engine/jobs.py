@@ -141,7 +141,11 @@ class JobManager:
             output_dir=str(self.workspace.run_dir(run_id)),
             cache_root=str(self.workspace.cache_root), resources=spec.resources,
             device=self.device)
-        self._emit(job, protocol.JOB_STATE, {"state": protocol.QUEUED, "reason": ""})
+        # why it will wait, e.g. for a worker still starting (an executor may not say)
+        reason = getattr(executor, "wait_reason", lambda: "")()
+        if reason:
+            self.workspace.set_state(run_id, protocol.QUEUED, reason)
+        self._emit(job, protocol.JOB_STATE, {"state": protocol.QUEUED, "reason": reason})
         if job.notes:
             self._on_event(job, {"type": protocol.JOB_LOG, "content": {"lines": job.notes}})
         executor.submit(request, lambda event: self._on_event(job, event))

@@ -31,6 +31,10 @@ log = logging.getLogger("studio.engine")
 
 DEFAULT_CANCEL_GRACE_S = 5.0
 WORKER_START_TIMEOUT_S = 120.0
+# A job accepted before a worker can take it says why it is queued (the engine answers and
+# accepts jobs while its warm workers are still importing torch).
+WAITING_FOR_START = "waiting for a worker (starting up)"
+WAITING_FOR_FREE = "waiting for a worker (all are busy)"
 
 
 def default_worker_count() -> int:
@@ -120,8 +124,19 @@ class LocalExecutor(Executor):
 
     # -- jobs ------------------------------------------------------------------------------
     def submit(self, request: JobRequest, on_event: EventSink) -> None:
+        """Queue a job. It waits as long as it takes: a worker that dies while starting is
+        replaced and the job stays queued."""
         self._queue.append((request, on_event))
         self._dispatch()
+
+    def wait_reason(self) -> str:
+        """Why a job submitted now would wait in the queue; "" when a worker takes it at once."""
+        ready = [worker for worker in self._workers if worker.ready.is_set()]
+        if not ready:
+            return WAITING_FOR_START
+        if self._queue or all(worker.job is not None for worker in ready):
+            return WAITING_FOR_FREE
+        return ""
 
     def _dispatch(self) -> None:
         """Hand queued jobs to idle workers; a job that cannot be sent fails, alone."""
