@@ -673,6 +673,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
             hit = state.get("hit")
             if isinstance(hit, int) and -1 <= hit < len(self.model.hits):
                 self.model.hit_index = hit
+            self.status.setText(self.info_line())  # not the hint of an empty panel
         self._restore_figures(state, problems)
         self._restore_form(state, problems)
         if state.get("tab") in TABS:

@@ -309,6 +309,7 @@ def test_view_state_round_trips_as_data_and_picture(shown, scicl_host, make_widg
     other.show()
     qtbot.waitExposed(other)
     assert other.restore_view_state(saved) == []
+    assert other.status.text().startswith("chats.jsonl · transcript plan (3 turns) · turn 2")
     _settled(other)
     again = json.loads(json.dumps(other.view_state()))
     for key in set(saved) - {"belief_zoom"}:
