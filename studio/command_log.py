@@ -34,6 +34,7 @@ from studio.commands import CommandRegistry, Invocation
 
 MAX_LINES = 10_000
 REFUSED_COLOUR = "#d9822b"
+COMMAND_ROLE = Qt.ItemDataRole.UserRole
 
 
 class CommandLog(QWidget):
@@ -70,7 +71,12 @@ class CommandLog(QWidget):
         self._update_count()
 
     def add(self, invocation: Invocation) -> None:
+        last = self.lines.item(self.lines.count() - 1) if self.lines.count() else None
+        if (invocation.command.log_last_only and last is not None
+                and last.data(COMMAND_ROLE) == invocation.command.id):
+            self.lines.takeItem(self.lines.count() - 1)
         item = QListWidgetItem(invocation.python())
+        item.setData(COMMAND_ROLE, invocation.command.id)
         stamp = time.strftime("%H:%M:%S", time.localtime(invocation.started))
         item.setToolTip(f"{stamp}, from {'a script' if invocation.source == 'script' else 'you'}"
                         f": {invocation.command.title}. {invocation.command.help}")

@@ -110,6 +110,9 @@ class Command:
     menu: str = ""                           # "File/Export figure…", where it is listed
     undoable: bool = False                   # its change goes through the edit history
     scope: str = ""                          # the target it needs; default: the id's first part
+    # run again straight after itself, it replaces its previous log line (a search box that
+    # searches as the user types logs the last query, not one line per key)
+    log_last_only: bool = False
 
     def __post_init__(self) -> None:
         if not COMMAND_ID.match(self.id):

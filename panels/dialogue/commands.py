@@ -400,7 +400,7 @@ COMMANDS = [
     Command("dialogue.select_turn", "Choose a turn", "Choose a turn (marked on the belief "
             "plot; where a continued dialogue starts).", select_turn, TurnArgs),
     Command("dialogue.search", "Search turns", "Find text in the turns, labels and notes and "
-            "go to the first hit.", search, SearchArgs),
+            "go to the first hit.", search, SearchArgs, log_last_only=True),
     Command("dialogue.next_hit", "Go to the next hit", "Go to the search's next hit (Enter "
             "in the search box).", next_hit),
     Command("dialogue.label_turn", "Label a turn", "Set a turn's label (sycophantic, "

@@ -82,3 +82,19 @@ def test_reset_layout_keeps_one_log_that_still_listens(main_window) -> None:
     assert main_window.command_log_dock_widget.isHidden()
     main_window.commands.trigger("view.welcome")
     assert main_window.command_log.text().splitlines()[-1] == 'studio.command("view.welcome")'
+
+
+def test_a_command_run_as_the_user_types_logs_its_last_run_only(qapp) -> None:
+    registry = CommandRegistry()
+    registry.add(Command("talk.say", "Say a word", "Say it.", say, SayArgs))
+    registry.add(Command("talk.type", "Type a word", "As typed.", say, SayArgs,
+                         log_last_only=True))
+    registry.bind("talk", [])
+    log = CommandLog(registry)
+    for typed in ("r", "ri", "ris"):
+        registry.trigger("talk.type", word=typed)
+    registry.trigger("talk.say", word="x")
+    registry.trigger("talk.type", word="k")
+    assert log.text().splitlines() == ['studio.command("talk.type", word="ris")',
+                                       'studio.command("talk.say", word="x")',
+                                       'studio.command("talk.type", word="k")']
