@@ -238,7 +238,7 @@ def open_path(state: SaeState, args: OpenArgs) -> str:
     first = first_feature(model)
     if first >= 0:
         model.select(first)
-    return (f"{Path(args.path).name}: {len(model.sae_names)} SAE(s); {len(model.table)} "
+    return (f"{model.run_dir.name}: {len(model.sae_names)} SAE(s); {len(model.table)} "
             f"features in {model.current_sae}"
             + (f"; {restored} saved edit(s) restored" if restored else ""))
 
@@ -475,6 +475,7 @@ def show_summary(state: SaeState, args: SummaryArgs) -> bool:
     problem = view.show_summary(args.figure)
     if problem:
         raise Refusal(problem)
+    view.show_tab("summary")
     return True
 
 

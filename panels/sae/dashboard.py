@@ -30,11 +30,18 @@ class FeatureDashboard(QWidget):
     def __init__(self, sae: str, page: FeaturePage, histogram: dict, measures: str) -> None:
         super().__init__()
         self.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        # Paper whatever the window's theme: black on white, the plot drawn on white too (it
+        # takes its colours from the palette it is built with); labels' text colour set by a
+        # sheet, since an application style sheet (the dark theme's) keeps them light.
         paper = self.palette()
-        paper.setColor(QPalette.ColorRole.Window, QColor("white"))
-        paper.setColor(QPalette.ColorRole.WindowText, QColor("black"))
+        for role, colour in ((QPalette.ColorRole.Window, "white"),
+                             (QPalette.ColorRole.Base, "white"),
+                             (QPalette.ColorRole.WindowText, "black"),
+                             (QPalette.ColorRole.Text, "black")):
+            paper.setColor(role, QColor(colour))
         self.setPalette(paper)
         self.setAutoFillBackground(True)
+        self.setStyleSheet("QLabel { color: #000000; }")
         layout = QVBoxLayout(self)
         title = page.label and f" · {page.label}"
         layout.addWidget(_text(f"<h2>{html.escape(f'{sae} · feature {page.feature}{title}')}"
@@ -45,7 +52,7 @@ class FeatureDashboard(QWidget):
         layout.addWidget(_text("<b>Top activating contexts</b>"))
         self.contexts = _text(contexts_html(page.contexts))
         layout.addWidget(self.contexts)
-        self.histogram = PlotSpecView()
+        self.histogram = PlotSpecView(parent=self)
         self.histogram.set_spec(histogram)
         self.histogram.setFixedHeight(HISTOGRAM_HEIGHT_PX)
         layout.addWidget(self.histogram)

@@ -397,3 +397,25 @@ def test_the_header_click_sorts_through_the_command_and_keeps_the_feature(shown,
         Qt.SortOrder.AscendingOrder
     assert header.sortIndicatorOrder() == expected
     assert shown.feature_at_row(shown.table.currentIndex().row()) == 3 == shown.page.feature
+
+
+def test_the_dashboard_figure_is_black_on_white_in_the_dark_theme(shown, qapp, tmp_path
+                                                                  ) -> None:
+    """Found using the app: under the dark theme the exported dashboard's labels were light
+    grey on white paper and its histogram a dark box."""
+    from studio.theme import apply_theme
+
+    style, sheet, palette = qapp.style().name(), qapp.styleSheet(), qapp.palette()
+    apply_theme(qapp, "dark")
+    try:
+        written = shown.commands.run("sae.export_dashboard", path=str(tmp_path / "d.png"))
+    finally:
+        qapp.setStyleSheet(sheet)
+        qapp.setPalette(palette)
+        qapp.setStyle(style)
+    image = QImage(str(written)).convertToFormat(QImage.Format.Format_Grayscale8)
+    grey = np.frombuffer(image.constBits(), np.uint8, image.bytesPerLine() * image.height()
+                         ).reshape(image.height(), image.bytesPerLine())[:, :image.width()]
+    title = grey[: image.height() // 12]           # the title and measures lines
+    assert title.min() < 60 and np.median(title) > 240  # black text on white
+    assert np.median(grey) > 200, np.median(grey)   # the histogram is on white too
