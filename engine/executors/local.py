@@ -33,8 +33,8 @@ DEFAULT_CANCEL_GRACE_S = 5.0
 WORKER_START_TIMEOUT_S = 120.0
 # A job accepted before a worker can take it says why it is queued (the engine answers and
 # accepts jobs while its warm workers are still importing torch).
-WAITING_FOR_START = "waiting for a worker (starting up)"
-WAITING_FOR_FREE = "waiting for a worker (all are busy)"
+WAITING_FOR_START = "waiting for a worker: starting up"
+WAITING_FOR_FREE = "waiting for a worker: all are busy"
 
 
 def default_worker_count() -> int:
