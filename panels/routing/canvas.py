@@ -50,6 +50,8 @@ PREDICTED = "#ff9f1c"
 ONLY_PREDICTED = "#ff3b3b"
 ONLY_REFERENCE = "#2ec4ff"
 SNAP = "#f2e94e"
+MARKER = "#ff3b3b"
+MARKER_CURRENT = "#ffff00"
 LEGEND_MARGIN = 8  # pixels between a figure's legend and the view's corner
 
 
@@ -627,6 +629,28 @@ class LayoutCanvas(pg.PlotWidget):
         self.guides.setZValue(1)  # over the heat map and the cells, under the wires
         self.addItem(self.guides)
         self.congestion_map: np.ndarray | None = None
+        self.marker_boxes = self._add(rects_item(MARKER, 1, 26))
+        self.marker_current = self._add(rects_item(MARKER_CURRENT, 3, 27))
+
+    def draw_markers(self, boxes: np.ndarray, current: tuple | None) -> None:
+        """The markers listed (µm boxes, thin) and the one stepped to (thick, with a ring a
+        few pixels out so a marker smaller than a pixel still shows)."""
+        self.marker_boxes.set_rects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4))
+        if current is None:
+            self.marker_current.set_rects([])
+            return
+        x1, y1, x2, y2 = current
+        (x0, x1_view), _ = self.box.viewRange()  # the range set now (its matrix is lazy)
+        ring = 6 * (x1_view - x0) / max(self.box.width(), 1.0)
+        self.marker_current.set_rects([[x1, y1, x2, y2],
+                                       [x1 - ring, y1 - ring, x2 + ring, y2 + ring]])
+
+    def zoom_to(self, box: tuple, margin_um: float = 1.0) -> None:
+        """Show ``box`` (µm) with a margin (a point: a 2 µm window around it)."""
+        x1, y1, x2, y2 = box
+        margin = max(margin_um, 0.5 * max(x2 - x1, y2 - y1))
+        self.box.setRange(QRectF(x1 - margin, y1 - margin, x2 - x1 + 2 * margin,
+                                 y2 - y1 + 2 * margin), padding=0)
 
     def _fix_left_ruler_width(self) -> None:
         """The y ruler as wide as its widest label ("-88888.8" µm) from the start: grown to

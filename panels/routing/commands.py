@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,7 +22,15 @@ from pydantic import Field, field_validator
 
 from engine import provenance
 from engine.io import FormatError
-from panels.routing.model import EditWiring, RouteModel, decode
+from engine.vlsi.markers import (
+    Marker,
+    Report,
+    check_against,
+    read_report,
+    sort_markers,
+    write_markers,
+)
+from panels.routing.model import EditWaive, EditWiring, RouteModel, decode
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "routing"
@@ -45,8 +53,23 @@ class RoutingState:
     document: str | None = None            # whose steps this panel put on the history
     prediction_run: Path | None = None     # the run folder of the compared routes
     submit: Callable[[str, dict, dict], None] | None = None
+    checked: list[Marker] = field(default_factory=list)    # our own checks' markers
+    reports: list[Report] = field(default_factory=list)    # imported, checked against the design
+    category: str = ""          # the browser shows this category only ("" = all)
+    current: str | None = None  # the marker stepped to last (its name)
 
-    def push(self, edit: EditWiring) -> None:
+    def markers(self) -> list[Marker]:
+        """Every marker the browser lists, sorted (category, net, layer, place)."""
+        found = list(self.checked)
+        for report in self.reports:
+            found += report.markers
+        return sort_markers(found)
+
+    def shown(self) -> list[Marker]:
+        """The markers of the chosen category, waived ones included."""
+        return [m for m in self.markers() if not self.category or m.category == self.category]
+
+    def push(self, edit: EditWiring | EditWaive) -> None:
         """Apply ``edit`` through the document's history; an edit that does not fit is
         refused and changes nothing (the history applies before it records)."""
         try:
@@ -164,6 +187,36 @@ class RouteArgs(CommandArgs):
                             description="nets to route (default: the selected net)")
     router: Literal["maze", "learned"] = Field("maze", description="which router")
     checkpoint: str = Field("", description="checkpoint folder (the learned router)")
+
+
+class MarkerArgs(CommandArgs):
+    marker: str = Field(description="the marker as the browser names it: category, nets, "
+                                    "layer and box in µm")
+
+
+class WaiveArgs(MarkerArgs):
+    waived: bool = Field(True, description="waived (hidden from stepping), or not")
+
+
+class StepArgs(CommandArgs):
+    step: int = Field(1, description="1: the next marker, -1: the previous one")
+
+    @field_validator("step")
+    @classmethod
+    def _unit(cls, value: int) -> int:
+        if value not in (1, -1):
+            raise ValueError("step is 1 (next) or -1 (previous)")
+        return value
+
+
+class CategoryArgs(CommandArgs):
+    category: str = Field("", description="the category listed (empty: all)")
+
+
+class GotoArgs(CommandArgs):
+    target: str = Field(description="'x, y' in µm, or a net, cell (component) or pin name")
+    size_um: float = Field(0.0, ge=0, description="the window's width around a point (0: "
+                                                  "keep the zoom)")
 
 
 # -- lookups: names the user sees -> the model's rows ------------------------------------------
@@ -454,6 +507,149 @@ def add_via(state: RoutingState, args: ViaArgs) -> bool:
     return True
 
 
+# -- markers ---------------------------------------------------------------------------------
+
+
+def check_markers(state: RoutingState, args: None = None) -> str:
+    """Run our checks now (with a window: on its worker thread, the list fills when done)."""
+    design = _design(state)
+    if state.view is not None:
+        state.view.start_checks()
+        return "Checking the design: the markers list fills when the checks end"
+    from panels.routing.checks import design_markers
+
+    state.checked = design_markers(design, state.model.lef, state.model.checker)
+    return f"{len(state.checked)} marker(s) from the checks"
+
+
+def import_markers(state: RoutingState, args: PathArgs) -> str:
+    """A ``.lyrdb`` or a TritonRoute/OpenROAD DRC report, checked against the open design:
+    markers that do not fit it are listed with why and not drawn."""
+    design = _design(state)
+    try:
+        report = read_report(args.path)
+    except (FormatError, OSError, ValueError) as exc:
+        raise Refusal(str(exc)) from None
+    scale = design.dbu_per_micron
+    die = tuple(v / scale for v in design.die_area[:4]) if len(design.die_area) >= 4 else None
+    nets = {n.name for n in design.nets}
+    layers = list(design.layer_names) + ([*state.model.lef.layers] if state.model.lef else [])
+    check_against(report, design.name, layers, nets, die)
+    state.reports = [r for r in state.reports if r.path != report.path] + [report]
+    if state.view is not None:
+        state.view.markers_changed()
+    placed = sum(1 for m in report.markers if not m.problem)
+    said = f"{Path(args.path).name}: {len(report.markers)} marker(s), {placed} placed"
+    if report.mismatches:
+        said += f"; {len(report.mismatches)} mismatch(es): {report.mismatches[0]}"
+    return said
+
+
+def export_markers(state: RoutingState, args: PathArgs) -> str:
+    design = _design(state)
+    markers = state.markers()
+    try:
+        written = write_markers(args.path, markers, design.name, state.model.waived)
+    except (OSError, ValueError) as exc:
+        raise Refusal(str(exc)) from None
+    return f"Wrote {len(markers)} marker(s) to {written}"
+
+
+def _marker(state: RoutingState, name: str) -> Marker:
+    _design(state)
+    for marker in state.markers():
+        if marker.name == name:
+            return marker
+    raise Refusal(f"no marker {name!r} in {_file(state)}")
+
+
+def show_marker(state: RoutingState, args: MarkerArgs) -> bool:
+    """Zoom the canvas to a marker and highlight it; one that does not fit the design is
+    named with why, never drawn."""
+    marker = _marker(state, args.marker)
+    state.current = marker.name
+    if marker.problem:
+        raise Refusal(f"{marker.name} is not drawn: {marker.problem}")
+    if state.view is not None:
+        state.view.show_marker(marker)
+    return True
+
+
+def step_marker(state: RoutingState, args: StepArgs) -> str:
+    """The next (or previous) marker of the chosen category, waived ones skipped."""
+    _design(state)
+    waived = state.model.waived
+    shown = [m for m in state.shown() if m.name not in waived]
+    if not shown:
+        raise Refusal("no markers to step through (run the checks or import a report)")
+    names = [m.name for m in shown]
+    if state.current in names:
+        at = (names.index(state.current) + args.step) % len(names)
+    else:
+        at = 0 if args.step > 0 else len(names) - 1
+    marker = shown[at]
+    state.current = marker.name
+    if state.view is not None:
+        state.view.show_marker(marker)
+    where = f"{at + 1} of {len(shown)}: {marker.name}"
+    return where + (f" (not drawn: {marker.problem})" if marker.problem else
+                    f" ({marker.text})" if marker.text else "")
+
+
+def waive_marker(state: RoutingState, args: WaiveArgs) -> bool:
+    marker = _marker(state, args.marker)
+    if (marker.name in state.model.waived) == args.waived:
+        raise Refusal(f"{marker.name} is {'already' if args.waived else 'not'} waived")
+    state.push(EditWaive([marker.name], args.waived,
+                         f"{'Waive' if args.waived else 'Unwaive'} {marker.category} "
+                         f"{'/'.join(marker.nets)}"))
+    return True
+
+
+def marker_category(state: RoutingState, args: CategoryArgs) -> bool:
+    _design(state)
+    found = sorted({m.category for m in state.markers()})
+    if args.category and args.category not in found:
+        raise Refusal(f"no markers of category {args.category!r} (categories: "
+                      f"{', '.join(found) or 'none'})")
+    state.category = args.category
+    if state.view is not None:
+        state.view.markers_changed()
+    return True
+
+
+def goto(state: RoutingState, args: GotoArgs) -> str:
+    """Centre the canvas on 'x, y' µm, or on a net, component or I/O pin by name."""
+    design = _design(state)
+    view = _view(state, "go to a place")
+    scale = design.dbu_per_micron
+    text = args.target.strip()
+    point = re.fullmatch(r"\(?\s*(-?[\d.]+)\s*[, ]\s*(-?[\d.]+)\s*\)?", text)
+    if point:
+        try:
+            x, y = float(point.group(1)), float(point.group(2))
+        except ValueError:
+            raise Refusal(f"{text!r} is not 'x, y' in µm") from None
+        view.centre_on((x, y), args.size_um)
+        return f"Centred on ({x:g}, {y:g}) µm"
+    for index, net in enumerate(design.nets):
+        if net.name == text:
+            state.model.select(index)
+            view.canvas.focus_net(index)
+            return f"Net {text}"
+    for component in design.components:
+        if component.name == text:
+            view.centre_on((component.x / scale, component.y / scale), args.size_um or 5.0)
+            return f"Cell {text} ({component.macro}) at ({component.x / scale:g}, " \
+                   f"{component.y / scale:g}) µm"
+    for pin in design.pins:
+        if pin.name == text and pin.ports:
+            port = pin.ports[0]
+            view.centre_on((port.x / scale, port.y / scale), args.size_um or 5.0)
+            return f"Pin {text} at ({port.x / scale:g}, {port.y / scale:g}) µm"
+    raise Refusal(f"{text!r} is neither 'x, y' µm nor a net, cell or pin of {_file(state)}")
+
+
 # -- routing jobs ------------------------------------------------------------------------------
 
 
@@ -540,6 +736,25 @@ COMMANDS = [
             undoable=True),
     Command("routing.route", "Route nets", "Run chipstar.route (maze or learned router) on "
             "nets of this design and compare its routes.", route, RouteArgs),
+    Command("routing.check_markers", "Check the design for markers", "Opens, shorts, "
+            "unrouted multi-pin nets, off-track wires, LEF width and spacing, GCell overflow.",
+            check_markers, None),
+    Command("routing.import_markers", "Import a marker report", "A KLayout .lyrdb or a "
+            "TritonRoute/OpenROAD DRC report; mismatches with the design are listed.",
+            import_markers, PathArgs),
+    Command("routing.export_markers", "Export the markers", "The markers list as .csv or as "
+            "a KLayout .lyrdb report database.", export_markers, PathArgs),
+    Command("routing.show_marker", "Show a marker", "Zoom the canvas to a marker and "
+            "highlight it.", show_marker, MarkerArgs),
+    Command("routing.step_marker", "Next or previous marker", "Step through the markers "
+            "listed (waived ones skipped).", step_marker, StepArgs),
+    Command("routing.waive_marker", "Waive a marker", "Waive or unwaive a marker; "
+            "remembered with the design (undo, autosave).", waive_marker, WaiveArgs,
+            undoable=True),
+    Command("routing.marker_category", "List one marker category", "Show one category of "
+            "markers in the browser (empty: all).", marker_category, CategoryArgs),
+    Command("routing.goto", "Go to a place", "Centre the canvas on 'x, y' µm or on a net, "
+            "cell or pin by name.", goto, GotoArgs),
 ]
 
 

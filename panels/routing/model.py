@@ -20,6 +20,7 @@ import numpy as np
 from engine.vlsi.def_ import SEG, VIA, Design, read_def, write_def
 from engine.vlsi.guide import RECT, Guides, guides_from_design, read_guides, write_guides
 from engine.vlsi.lef import Lef, read_lef
+from engine.vlsi.markers import natural_key
 from panels.lab.model import Events
 from panels.routing.geometry import (
     Checker,
@@ -87,8 +88,34 @@ class EditWiring:
                 "remove_vias": self.remove_vias, "add_vias": self.add_vias}
 
 
-def decode(data: dict) -> EditWiring:
+@dataclass
+class EditWaive:
+    """Waive (or unwaive) markers by their names: remembered with the design as an edit (undo,
+    autosave, replayed when the design is opened again)."""
+
+    markers: list[str]
+    waived: bool = True
+    label: str = "Waive marker"
+
+    def apply(self, model: RouteModel) -> None:
+        self._before = {name for name in self.markers if name in model.waived}
+        model.set_waived(self.markers, self.waived)
+
+    def revert(self, model: RouteModel) -> None:
+        before = getattr(self, "_before", set() if self.waived else set(self.markers))
+        model.set_waived([n for n in self.markers if n not in before], False)
+        model.set_waived([n for n in self.markers if n in before], True)
+
+    def to_json(self) -> dict:
+        return {"type": "routing_waive", "markers": list(self.markers), "waived": self.waived,
+                "label": self.label}
+
+
+def decode(data: dict) -> EditWiring | EditWaive:
     """A saved edit back as a command (``host.restore_edits``)."""
+    if data.get("type") == "routing_waive":
+        return EditWaive([str(n) for n in data.get("markers", [])], bool(data.get("waived")),
+                         str(data.get("label", "Waive marker")))
     if data.get("type") != "routing_edit":
         raise ValueError(f"not a routing edit: {data.get('type')!r}")
     return EditWiring(str(data["net"]), str(data.get("label", "Edit wiring")),
@@ -98,7 +125,7 @@ def decode(data: dict) -> EditWiring:
 
 class RouteModel:
     """Events: ``loaded`` (), ``layers`` (), ``selected`` (index), ``wiring`` (net, moved),
-    ``prediction`` (), ``guides`` ()."""
+    ``prediction`` (), ``guides`` (), ``waived`` ()."""
 
     def __init__(self) -> None:
         self.design: Design | None = None
@@ -114,7 +141,9 @@ class RouteModel:
         self.version = 0        # grows with every change of wiring (caches key on it)
         self._shorts: tuple[tuple[int, int] | None, list] = (None, [])
         self.edited = False     # the wiring differs from the file's (an edit, even undone)
-        self.events = Events("loaded", "layers", "selected", "wiring", "prediction", "guides")
+        self.waived: set[str] = set()   # marker names waived (``EditWaive``)
+        self.events = Events("loaded", "layers", "selected", "wiring", "prediction", "guides",
+                             "waived")
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -148,7 +177,15 @@ class RouteModel:
         self._set_design(design)
         return design
 
+    def set_waived(self, names: list[str], waived: bool) -> None:
+        if waived:
+            self.waived.update(names)
+        else:
+            self.waived.difference_update(names)
+        self.events.emit("waived")
+
     def _set_design(self, design: Design) -> None:
+        self.waived = set()
         self.design = design
         self.edited = False
         self.selected = None
@@ -213,7 +250,8 @@ class RouteModel:
         needle = text.strip().lower()
         found = [i for i, n in enumerate(self.design.nets)
                  if not n.special and needle in n.name.lower()]
-        found.sort(key=lambda i: (self.design.nets[i].name.lower() != needle, i))
+        found.sort(key=lambda i: (self.design.nets[i].name.lower() != needle,
+                                  natural_key(self.design.nets[i].name)))
         return found[:limit]
 
     def select(self, index: int | None) -> None:

@@ -52,7 +52,9 @@ from PySide6.QtWidgets import (
 )
 
 from engine import provenance
+from engine.vlsi.markers import Marker, natural_key
 from panels.routing.canvas import OVERLAYS, LayoutCanvas
+from panels.routing.checks import design_markers, unrouted_multi_pin
 from panels.routing.commands import (
     COMMANDS,
     ROUTE_METHOD,
@@ -63,6 +65,7 @@ from panels.routing.commands import (
     wire_args,
 )
 from panels.routing.geometry import Checker
+from panels.routing.markers import MarkersTab
 from panels.routing.model import NetStats, RouteModel
 from panels.routing.worker import Worker
 from panels.widgets.commands import command
@@ -85,6 +88,13 @@ SNAPPING_NOTE = (
 PICK_FIRST = "Pick a wire or via of the selected net first (click it)."
 
 
+class NetNameItem(QTableWidgetItem):
+    """A net name that sorts naturally: ``resp_msg[2]`` before ``resp_msg[15]``."""
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        return natural_key(self.text()) < natural_key(other.text())
+
+
 class RoutingPanel(OpensDroppedFiles, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -96,6 +106,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.all_stats: dict[str, NetStats] = {}
         self.stack_view = None
         self._generation = 0
+        self._pending_markers: dict | None = None  # restored, waiting for the checks
         self.worker = Worker(self)
         self.worker.finished.connect(self._on_checks)
         self.commands = registry_for(host, COMMANDS)
@@ -109,6 +120,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.model.events.connect("wiring", self._on_wiring)
         self.model.events.connect("prediction", self._on_prediction)
         self.model.events.connect("guides", self._on_guides)
+        self.model.events.connect("waived", self.markers_changed)
         self.jobs = PanelJobs(host, self.route_status.setText, on_result=self._on_result)
         self.setAcceptDrops(True)
 
@@ -200,6 +212,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 lambda item, _previous: {"net": item.text()} if item is not None else None)
         column.addWidget(self.search_edit)
         column.addWidget(self.net_list, 3)
+        self.goto_edit = QLineEdit()
+        self.goto_edit.setPlaceholderText("Go to: x, y (µm) or a net, cell or pin name")
+        connect(self.goto_edit.returnPressed, self.goto_edit, self.commands, "routing.goto",
+                lambda: {"target": self.goto_edit.text()} if self.goto_edit.text().strip()
+                else None)
+        column.addWidget(self.goto_edit)
         return left
 
     def _build_right(self) -> QWidget:
@@ -216,6 +234,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 lambda row, _col: {"net": self.nets_table.item(row, 0).text()})
         self.tabs.addTab(self.nets_table, "All nets")
         self.tabs.addTab(self._build_route_tab(), "Route")
+        self.markers_tab = MarkersTab(self)
+        self.tabs.addTab(self.markers_tab, "Markers")
         return self.tabs
 
     def _build_net_tab(self) -> QWidget:
@@ -351,6 +371,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         design, model = self.model.design, self.model
         self._generation += 1
         self.element, self.pending_start = None, None
+        self.state.checked, self.state.reports = [], []  # another design's markers go
+        self.state.current, self.state.category = None, ""
         self._fill_layers()
         self.layer_box.clear()
         self.layer_box.addItems([s.name for s in model.styles if s.kind == "routing"])
@@ -375,6 +397,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             + (f"; warnings: {'; '.join(design.warnings)}" if design.warnings else ""))
         self.search(self.search_edit.text())
         self._fill_stats_table()
+        self.markers_changed()
         self._start_checks()
         self._on_selected()
 
@@ -777,12 +800,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     def _set_row(self, row: int, stats: NetStats) -> None:
         values = [stats.name, stats.segments, stats.vias, round(stats.wirelength_um, 3),
-                  stats.pins,
-                  "…" if stats.connectivity is None else stats.connectivity.describe(),
+                  stats.pins, _connectivity_text(stats),
                   "…" if stats.shorts is None else stats.shorts,
                   "" if stats.leaf_iou is None else round(stats.leaf_iou, 3)]
         for column, value in enumerate(values):
-            item = QTableWidgetItem()
+            item = NetNameItem() if column == 0 else QTableWidgetItem()
             item.setData(Qt.ItemDataRole.DisplayRole, value)
             self.nets_table.setItem(row, column, item)
 
@@ -796,6 +818,10 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 self.nets_table.setSortingEnabled(sorting)
                 return
 
+    def start_checks(self) -> None:
+        """Rerun the design-wide checks and markers (``routing.check_markers``)."""
+        self._start_checks()
+
     def _start_checks(self) -> None:
         """Every net's connectivity, shorts and (with a prediction) leaf IoU, off-thread."""
         model, generation = self.model, self._generation
@@ -803,19 +829,20 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         lef, stats = model.lef, [copy.copy(s) for s in model.stats()]
         differing = set(model.differing_nets())
 
-        def check_all() -> tuple[int, list[NetStats]]:
+        def check_all() -> tuple[int, list[NetStats], list[Marker]]:
             checker = Checker(design, lef)
             shorted = checker.all_shorts()
             rows = {net.name: i for i, net in enumerate(design.nets)}
             for entry in stats:
                 if self.worker.stopped():  # the panel is closing
-                    return generation, []
+                    return generation, [], []
                 index = rows[entry.name]
                 entry.connectivity = checker.connectivity(index)
                 entry.shorts = shorted.get(index, 0)
                 if entry.name in differing:
                     entry.leaf_iou = model.leaf_iou(entry.name)
-            return generation, stats
+            return generation, stats, design_markers(design, lef, checker,
+                                                     self.worker.stopped)
 
         self.worker.submit(check_all)
 
@@ -823,9 +850,12 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if error is not None:
             self.status.setText(f"Checks failed: {error}")
             return
-        generation, stats = result
+        generation, stats, markers = result
         if generation != self._generation:
             return
+        self.state.checked = markers
+        self.markers_changed()
+        self._apply_pending_markers()
         self.all_stats = {s.name: s for s in stats}
         self.nets_table.setSortingEnabled(False)
         for row in range(self.nets_table.rowCount()):
@@ -835,10 +865,55 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.nets_table.setSortingEnabled(True)
         broken = [s.name for s in stats if s.segments and not s.connectivity.connected]
         shorted = [s.name for s in stats if s.shorts]
+        unrouted, one_pin = unrouted_multi_pin(self.model.design)
         self.check_summary = (f"checks: {len(broken)} routed net(s) not connected, "
-                              f"{len(shorted)} net(s) with shorts")
+                              f"{len(shorted)} net(s) with shorts"
+                              + (f", {len(unrouted)} unrouted multi-pin net(s)" if unrouted
+                                 else "")
+                              + (f", {len(one_pin)} one-pin net(s) (nothing to route)"
+                                 if one_pin else ""))
         self.status.setText(self.status.text().split(" | checks:")[0] + " | "
                             + self.check_summary)
+
+    # -- markers ---------------------------------------------------------------------------
+
+    def markers_changed(self) -> None:
+        """The list, its counts and the canvas's marker boxes from the state (after checks,
+        an import, a waive, a category chosen)."""
+        self.markers_tab.refresh()
+        self._draw_markers()
+
+    def _draw_markers(self) -> None:
+        if self.model.design is None:
+            return
+        waived = self.model.waived
+        shown = [m.box for m in self.state.shown() if not m.problem and m.name not in waived]
+        current = next((m for m in self.state.markers() if m.name == self.state.current), None)
+        self.canvas.draw_markers(shown, current.box if current and not current.problem
+                                 else None)
+
+    def show_marker(self, marker: Marker) -> None:
+        """Zoom to a marker, highlight it and select its row (a marker's nets first)."""
+        self.canvas.zoom_to(marker.box)
+        self.markers_tab.select(marker.name)
+        self._draw_markers()
+
+    def centre_on(self, point: tuple[float, float], size_um: float = 0.0) -> None:
+        """Centre the view on ``point`` µm, keeping the zoom (or ``size_um`` wide)."""
+        (x0, x1), (y0, y1) = self.canvas.box.viewRange()
+        width = size_um or (x1 - x0)
+        height = size_um or (y1 - y0)
+        self.canvas.box.setRange(QRectF(point[0] - width / 2, point[1] - height / 2,
+                                        width, height), padding=0)
+
+    def choose_marker_report(self) -> None:
+        self._ask("Import a marker report", "Marker reports (*.lyrdb *.rpt *.drc *.xml)",
+                  lambda path: self._run("routing.import_markers", path=path))
+
+    def choose_marker_export(self) -> None:
+        self._ask("Export the markers", "KLayout report database or CSV (*.lyrdb *.csv)",
+                  lambda path: self._run("routing.export_markers", path=path), save=True,
+                  suffix="lyrdb")
 
     # -- predicted vs reference -------------------------------------------------------------
 
@@ -1044,7 +1119,10 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             "window_um": self.canvas.window_um(),
             "layers": {s.name: {"visible": s.visible, "colour": s.colour}
                        for s in model.styles},
-            "wire_layer": self.layer_box.currentText(), "via": self.via_box.currentText()})
+            "wire_layer": self.layer_box.currentText(), "via": self.via_box.currentText(),
+            "markers": {"reports": [r.path for r in self.state.reports],
+                        "category": self.state.category, "current": self.state.current,
+                        "waived": sorted(model.waived)}})
         return state
 
     def restore_view_state(self, state: dict) -> list[str]:
@@ -1075,6 +1153,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 run("routing.overlay", name=name, on=wanted)
         unknown = set(state.get("overlays") or []) - set(self.overlay_boxes)
         problems += [f"routing: no overlay {name!r}" for name in sorted(unknown)]
+        if opened:
+            self._restore_markers(dict(state.get("markers") or {}), run)
         self._restore_widgets(state, problems)
         window = state.get("window_um")
         if opened and isinstance(window, dict):
@@ -1086,6 +1166,37 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         if state.get("view_3d"):
             run("routing.view_3d", on=True)
         return problems
+
+    def _restore_markers(self, markers: dict, run) -> None:
+        """The imported reports now; the category listed, waivers the history did not bring
+        back and the marker stepped to once the checks (on the worker) have listed ours."""
+        for path in markers.get("reports") or []:
+            run("routing.import_markers", path=str(path))
+        self._pending_markers = markers
+
+    def _apply_pending_markers(self) -> None:
+        """The rest of a restored markers state; what no longer fits said in the status."""
+        markers, self._pending_markers = self._pending_markers, None
+        if not markers:
+            return
+        problems: list[str] = []
+
+        def run(command_id: str, **args) -> bool:
+            return self.commands.run_restoring(problems, command_id, **args)
+
+        if markers.get("category"):
+            run("routing.marker_category", category=str(markers["category"]))
+        for name in markers.get("waived") or []:
+            if name not in self.model.waived:
+                run("routing.waive_marker", marker=str(name), waived=True)
+        current = markers.get("current")
+        if current and current in {m.name for m in self.state.markers()}:
+            self.state.current = str(current)
+            self.markers_changed()
+        elif current:
+            problems.append(f"routing: no marker {current!r} now")
+        if problems:
+            self.status.setText("Markers not restored: " + "; ".join(problems))
 
     def _restore_widgets(self, state: dict, problems: list[str]) -> None:
         """The tab, click mode, search text, route form and the edit boxes' choices."""
@@ -1153,3 +1264,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self.state.leave_document()  # an undo after closing must not rewrite a hidden design
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
+
+
+def _connectivity_text(stats: NetStats) -> str:
+    """An unrouted net with pins to join says so; a one-pin net needs no wiring."""
+    if not stats.segments and not stats.vias:
+        return f"unrouted ({stats.pins} pins)" if stats.pins >= 2 else \
+            "one pin: nothing to route"
+    return "…" if stats.connectivity is None else stats.connectivity.describe()

@@ -128,6 +128,21 @@ CASES: dict[str, tuple[tuple[dict, str], tuple[dict, str] | None]] = {
                         ({**A_VIA, "via": "v99"}, "no via 'v99' in small.def or its LEF")),
     "routing.route": (({"router": "magic"}, "router: Input should be 'maze' or 'learned'"),
                       ({"nets": ["zz"]}, "open a DEF and its LEF first")),
+    "routing.check_markers": (({"x": 1}, "takes no arguments, got x"), None),
+    "routing.import_markers": (({"path": 3}, "path: Input should be a valid string"),
+                               ({"path": MISSING + ".lyrdb"}, "studio-test.lyrdb")),
+    "routing.export_markers": (({}, "path is required"),
+                               ({"path": MISSING + "/x.csv"}, "/dev/null/studio-test")),
+    "routing.show_marker": (({"marker": 1}, "marker: Input should be a valid string"),
+                            ({"marker": "short x"}, "no marker 'short x' in small.def")),
+    "routing.step_marker": (({"step": 2}, "step is 1 (next) or -1 (previous)"),
+                            ({"step": 1}, "no markers to step through")),
+    "routing.waive_marker": (({"marker": "x", "waived": "maybe"}, "waived: Input should be"),
+                             ({"marker": "open a"}, "no marker 'open a' in small.def")),
+    "routing.marker_category": (({"category": 5}, "category: Input should be a valid string"),
+                                ({"category": "short"}, "no markers of category 'short'")),
+    "routing.goto": (({"target": "1, 2", "size_um": -1}, "size_um: Input should be greater"),
+                     ({"target": "nowhere"}, "'nowhere' is neither 'x, y' µm nor a net")),
 }
 
 
