@@ -110,8 +110,8 @@ class RunArgs(CommandArgs):
     method: str | None = Field(None, description="the method's id (default: the one chosen)")
     params: dict | None = Field(None, description="parameters that differ from the method's "
                                                   "defaults (default: the form's)")
-    inputs: dict[str, str] = Field(default_factory=dict,
-                                   description="input name -> a file or run:<id>/<artifact>")
+    inputs: dict[str, str] | None = Field(None, description="input name -> a file or "
+                                                            "run:<id>/<artifact>")
     seed: int | None = Field(None, ge=0, le=SEED_MAX, description="default: the seed set")
     cluster: str = Field("", description="local, auto, HOST:PORT or ray://HOST:PORT; empty: "
                                          "the default in Settings")
@@ -299,13 +299,14 @@ def run(state: LabState, args: RunArgs) -> bool:
     submitted = {**form_defaults(model, method), **params}
     submitted = {k: v for k, v in submitted.items() if v is not None}
     declared = set(method.get("inputs") or {})
-    unknown = sorted(set(args.inputs) - declared)
+    inputs = dict(args.inputs or {})
+    unknown = sorted(set(inputs) - declared)
     if unknown:
         raise Refusal(f"{method['id']} has no input {', '.join(map(repr, unknown))} (its "
                       f"inputs: {', '.join(sorted(declared)) or 'none'})")
     seed = model.seed if args.seed is None else args.seed
     model.prepare(RUN, method["id"], submitted, seed)
-    state.send(method["id"], submitted, dict(args.inputs), seed, args.cluster.strip())
+    state.send(method["id"], submitted, inputs, seed, args.cluster.strip())
     return True  # the view says "Submitting…", then the job's state
 
 

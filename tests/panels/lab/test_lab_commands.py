@@ -329,3 +329,15 @@ def test_the_export_dialog_runs_the_export_command(lab, tmp_path):
     assert read_svg_provenance(tmp_path / "curve.svg")["artifact"] == "live:loss"
     with pytest.raises(CommandRefused, match=r"\.gif: choose \.png, \.svg or \.pdf"):
         lab.commands.run("lab.export_figure", path=str(tmp_path / "plot.gif"))
+
+
+def test_in_the_window_a_script_opens_the_lab_and_edit_undo_takes_the_step_back(main_window):
+    """The lab tab's own history: ``edit.undo`` on the lab undoes the lab's step."""
+    main_window.command("lab.set_seed", seed=5)  # the lab is not open: the command opens it
+    lab = main_window.panel_widgets["lab"]
+    assert main_window.tabs.currentWidget() is lab and lab.seed_box.value() == 5
+    assert main_window.undo_action.text() == "&Undo Set the seed to 5"
+    assert main_window.command("edit.undo") == "Undid Set the seed to 5"
+    assert lab.model.seed == 0 and lab.seed_box.value() == 0
+    with pytest.raises(CommandRefused, match="lab.run: the engine has listed no methods yet"):
+        main_window.command("lab.run")
