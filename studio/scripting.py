@@ -410,15 +410,21 @@ class Studio:
         checks, the fMRI slicer) with its results delivered. A figure exported next is then
         the one the window would show."""
         ends = time.monotonic() + timeout_s
-        while True:
+        # A worker is idle a moment before its result is posted to this thread: only idle
+        # twice in a row, a poll apart with the events between delivered, counts as done.
+        quiet = 0
+        while quiet < 2 and time.monotonic() < ends:
             _settle_layout()
-            busy = [worker for widget in self.window.panel_widgets.values()
-                    for worker in _workers_of(widget) if not worker.idle()]
-            busy += [timer for widget in self.window.panel_widgets.values()
-                     for timer in _pending_timers(widget)]
-            if not busy or time.monotonic() > ends:
-                return
-            self.wait(SETTLE_POLL_S)
+            quiet = 0 if self._busy() else quiet + 1
+            if quiet < 2:
+                self.wait(SETTLE_POLL_S)
+
+    def _busy(self) -> list[Any]:
+        """The panels' workers still working and single-shot timers still to fire."""
+        widgets = list(self.window.panel_widgets.values())
+        return ([worker for widget in widgets for worker in _workers_of(widget)
+                 if not worker.idle()]
+                + [timer for widget in widgets for timer in _pending_timers(widget)])
 
     def wait(self, seconds: float) -> None:
         """Pause the script while the window keeps running."""
