@@ -17,6 +17,7 @@ import io
 import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from engine.atomic import write_bytes_atomic
@@ -52,7 +53,7 @@ class Marker:
     source: str = "checks"
     problem: str = ""
 
-    @property
+    @cached_property
     def name(self) -> str:
         """How the browser lists it and commands name it (stable across sessions)."""
         x1, y1, x2, y2 = self.box

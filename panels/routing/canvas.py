@@ -632,10 +632,13 @@ class LayoutCanvas(pg.PlotWidget):
         self.marker_boxes = self._add(rects_item(MARKER, 1, 26))
         self.marker_current = self._add(rects_item(MARKER_CURRENT, 3, 27))
 
-    def draw_markers(self, boxes: np.ndarray, current: tuple | None) -> None:
-        """The markers listed (µm boxes, thin) and the one stepped to (thick, with a ring a
-        few pixels out so a marker smaller than a pixel still shows)."""
+    def draw_markers(self, boxes: np.ndarray) -> None:
+        """The markers listed (µm boxes, thin)."""
         self.marker_boxes.set_rects(np.asarray(boxes, dtype=np.float64).reshape(-1, 4))
+
+    def draw_current_marker(self, current: tuple | None) -> None:
+        """The marker stepped to: thick, with a ring a few pixels out so a marker smaller
+        than a pixel still shows."""
         if current is None:
             self.marker_current.set_rects([])
             return

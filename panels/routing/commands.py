@@ -58,16 +58,36 @@ class RoutingState:
     category: str = ""          # the browser shows this category only ("" = all)
     current: str | None = None  # the marker stepped to last (its name)
 
+    _sorted: tuple[tuple, list[Marker]] = ((), [])
+
     def markers(self) -> list[Marker]:
-        """Every marker the browser lists, sorted (category, net, layer, place)."""
-        found = list(self.checked)
-        for report in self.reports:
-            found += report.markers
-        return sort_markers(found)
+        """Every marker the browser lists, sorted (category, net, layer, place); sorted again
+        only when the checks or the reports changed (stepping asks on every frame)."""
+        key = (id(self.checked), len(self.checked),
+               *((id(r), id(r.markers), len(r.markers)) for r in self.reports))
+        if self._sorted[0] != key:
+            found = list(self.checked)
+            for report in self.reports:
+                found += report.markers
+            self._sorted = (key, sort_markers(found))
+        return self._sorted[1]
 
     def shown(self) -> list[Marker]:
         """The markers of the chosen category, waived ones included."""
         return [m for m in self.markers() if not self.category or m.category == self.category]
+
+    _steps: tuple[tuple, list[Marker], dict[str, int]] = ((), [], {})
+
+    def steppable(self) -> tuple[list[Marker], dict[str, int]]:
+        """The markers stepping visits (shown, not waived) and each one's place by name;
+        kept until the list, the category or a waiver changes."""
+        markers = self.markers()
+        key = (id(markers), self.category, self.model.waived_version)
+        if self._steps[0] != key:
+            waived = self.model.waived
+            found = [m for m in self.shown() if m.name not in waived]
+            self._steps = (key, found, {m.name: i for i, m in enumerate(found)})
+        return self._steps[1], self._steps[2]
 
     def push(self, edit: EditWiring | EditWaive) -> None:
         """Apply ``edit`` through the document's history; an edit that does not fit is
@@ -578,15 +598,13 @@ def show_marker(state: RoutingState, args: MarkerArgs) -> bool:
 def step_marker(state: RoutingState, args: StepArgs) -> str:
     """The next (or previous) marker of the chosen category, waived ones skipped."""
     _design(state)
-    waived = state.model.waived
-    shown = [m for m in state.shown() if m.name not in waived]
+    shown, place = state.steppable()
     if not shown:
         raise Refusal("no markers to step through (run the checks or import a report)")
-    names = [m.name for m in shown]
-    if state.current in names:
-        at = (names.index(state.current) + args.step) % len(names)
+    if state.current in place:
+        at = (place[state.current] + args.step) % len(shown)
     else:
-        at = 0 if args.step > 0 else len(names) - 1
+        at = 0 if args.step > 0 else len(shown) - 1
     marker = shown[at]
     state.current = marker.name
     if state.view is not None:

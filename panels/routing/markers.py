@@ -41,10 +41,12 @@ class MarkerTable(QAbstractTableModel):
         super().__init__()
         self.markers: list[Marker] = []
         self.waived: set[str] = set()
+        self._rows: dict[str, int] | None = None   # row by marker name, built when asked
 
     def set_markers(self, markers: list[Marker], waived: set[str]) -> None:
         self.beginResetModel()
         self.markers, self.waived = markers, set(waived)
+        self._rows = None
         self.endResetModel()
 
     def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: B008 - Qt's signature
@@ -77,10 +79,9 @@ class MarkerTable(QAbstractTableModel):
         return None
 
     def row_of(self, name: str | None) -> int:
-        for row, marker in enumerate(self.markers):
-            if marker.name == name:
-                return row
-        return -1
+        if self._rows is None:
+            self._rows = {m.name: row for row, m in enumerate(self.markers)}
+        return self._rows.get(name, -1) if name is not None else -1
 
 
 class MarkersTab(QWidget):

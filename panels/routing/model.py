@@ -142,6 +142,7 @@ class RouteModel:
         self._shorts: tuple[tuple[int, int] | None, list] = (None, [])
         self.edited = False     # the wiring differs from the file's (an edit, even undone)
         self.waived: set[str] = set()   # marker names waived (``EditWaive``)
+        self.waived_version = 0         # grows with every waive and unwaive
         self.events = Events("loaded", "layers", "selected", "wiring", "prediction", "guides",
                              "waived")
 
@@ -182,10 +183,12 @@ class RouteModel:
             self.waived.update(names)
         else:
             self.waived.difference_update(names)
+        self.waived_version += 1
         self.events.emit("waived")
 
     def _set_design(self, design: Design) -> None:
         self.waived = set()
+        self.waived_version += 1
         self.design = design
         self.edited = False
         self.selected = None

@@ -884,19 +884,21 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         self._draw_markers()
 
     def _draw_markers(self) -> None:
+        """Every marker listed, not waived and placeable, as a box; the current one ringed."""
         if self.model.design is None:
             return
         waived = self.model.waived
         shown = [m.box for m in self.state.shown() if not m.problem and m.name not in waived]
+        self.canvas.draw_markers(shown)
         current = next((m for m in self.state.markers() if m.name == self.state.current), None)
-        self.canvas.draw_markers(shown, current.box if current and not current.problem
-                                 else None)
+        self.canvas.draw_current_marker(current.box if current and not current.problem
+                                        else None)
 
     def show_marker(self, marker: Marker) -> None:
-        """Zoom to a marker, highlight it and select its row (a marker's nets first)."""
+        """Zoom to a marker, ring it and select its row (the other boxes stay drawn)."""
         self.canvas.zoom_to(marker.box)
         self.markers_tab.select(marker.name)
-        self._draw_markers()
+        self.canvas.draw_current_marker(None if marker.problem else marker.box)
 
     def centre_on(self, point: tuple[float, float], size_um: float = 0.0) -> None:
         """Centre the view on ``point`` µm, keeping the zoom (or ``size_um`` wide)."""
