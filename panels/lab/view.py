@@ -1118,6 +1118,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self.model.jobs[job.id] = job
         self.model.current = job
         self._start_fresh(job)
+        if job.total:  # the bar as the run left it, not a busy one
+            self.progress.setRange(0, int(job.total))
         for artifact in artifacts:
             job.artifacts.append(artifact)
             self._add_artifact(job, artifact)
