@@ -562,6 +562,14 @@ def _runs(first: np.ndarray, length: np.ndarray, step: int,
     return ends, index
 
 
+def nice_length(about: float) -> float:
+    """The 1, 2 or 5 times a power of ten at or below ``about`` (a scale bar's length)."""
+    if not math.isfinite(about) or about <= 0:
+        return 1.0
+    power = 10 ** math.floor(math.log10(about))
+    return max(step * power for step in (1, 2, 5) if step * power <= about)
+
+
 def pairs_item(colour: str, width: float = 1.0, z: float = 0.0,
                style: Qt.PenStyle = Qt.PenStyle.SolidLine) -> PairsItem:
     item = PairsItem(pg.mkPen(colour, width=width, style=style))
@@ -629,6 +637,7 @@ class LayoutCanvas(pg.PlotWidget):
         self.guides.setZValue(1)  # over the heat map and the cells, under the wires
         self.addItem(self.guides)
         self.congestion_map: np.ndarray | None = None
+        self.scale_bar_um: float | None = None  # of the last figure drawn
         self.marker_boxes = self._add(rects_item(MARKER, 1, 26))
         self.marker_current = self._add(rects_item(MARKER_CURRENT, 3, 27))
 
@@ -937,12 +946,17 @@ class LayoutCanvas(pg.PlotWidget):
                         ("only in the reference", ONLY_REFERENCE)]
         if on["snapping"] and self.snap_tree.getData()[0].size:
             entries.append(("GCell tree", SNAP))
+        if self.marker_boxes.getData()[0].size:
+            entries.append(("markers", MARKER))
+        if self.marker_current.getData()[0].size:
+            entries.append(("marker stepped to", MARKER_CURRENT))
         return entries
 
     @contextmanager
     def legend_shown(self) -> Iterator[list[tuple[str, str]]]:
-        """A colour legend over the view's top-right corner while the canvas is drawn for a
-        figure (on screen the layer list is the legend); yields its entries."""
+        """A colour legend over the view's top-right corner and a scale bar (a round length
+        near a fifth of the view, ``scale_bar_um``) in its bottom-right while the canvas is
+        drawn for a figure (on screen the layer list and rulers do it); yields the entries."""
         entries = self.legend_entries()
         legend = pg.LegendItem(offset=None, brush=pg.mkBrush(0, 0, 0, 200),
                                pen=pg.mkPen("#888888"), labelTextColor="#ffffff")
@@ -953,10 +967,17 @@ class LayoutCanvas(pg.PlotWidget):
         room = max(1.0, self.box.height() - 2 * LEGEND_MARGIN)  # rows that fit, then columns
         legend.setColumnCount(max(1, math.ceil(legend.height() / room)))
         legend.setPos(self.box.width() - legend.width() - LEGEND_MARGIN, LEGEND_MARGIN)
+        (x0, x1), _ = self.box.viewRange()
+        self.scale_bar_um = nice_length((x1 - x0) / 5)
+        bar = pg.ScaleBar(self.scale_bar_um, width=4, brush="#ffffff", pen="#000000",
+                          offset=(-3 * LEGEND_MARGIN, -3 * LEGEND_MARGIN))
+        bar.text.setText(f"{self.scale_bar_um:g} µm")
+        bar.setParentItem(self.box)
         try:
             yield entries
         finally:
             self.box.scene().removeItem(legend)
+            self.box.scene().removeItem(bar)
 
     def window_um(self) -> dict[str, list[float]]:
         """The zoom window: the x and y ranges the view shows, in µm."""

@@ -1034,7 +1034,11 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
                 "hidden_layers": [s.name for s in model.styles if not s.visible],
                 "overlays": [name for name, on in canvas.overlay_on.items() if on],
                 "edited": model.edited,
-                "legend": [name for name, _colour in legend or canvas.legend_entries()]}
+                "legend": [name for name, _colour in legend or canvas.legend_entries()],
+                "scale_bar_um": canvas.scale_bar_um if legend is not None else None,
+                "markers": {"listed": len(self.state.markers()),
+                            "waived": len(self.model.waived),
+                            "reports": [r.path for r in self.state.reports]}}
         run = self.state.prediction_run
         runs = [provenance.run_entry(run)] if run else []
         return provenance.record(self.state.sources(), view, runs)

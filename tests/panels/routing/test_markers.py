@@ -287,3 +287,32 @@ def test_goto_coordinates_names_and_bad_targets(small, qtbot) -> None:
     assert small.model.design.nets[small.model.selected].name == "a"
     with pytest.raises(CommandRefused, match="'1, two' is neither"):
         small.commands.run("routing.goto", target="1, two")
+
+
+def test_export_has_a_scale_bar_and_markers_in_legend_and_provenance(history_host, make_widget,
+                                                                      qtbot, files,
+                                                                      tmp_path) -> None:
+    from engine import provenance
+    from panels.routing.canvas import nice_length
+
+    assert [nice_length(v) for v in (0.3, 1, 4.9, 17, 0)] == [0.2, 1, 2, 10, 1.0]
+    panel = make_widget(RoutingPanel, history_host)
+    panel.resize(1300, 800)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.open_design(files[1], files[0])
+    _wait_for_markers(panel, qtbot)
+    panel.commands.run("routing.step_marker", step=1)
+    legend = [name for name, _ in panel.canvas.legend_entries()]
+    assert "markers" in legend and "marker stepped to" in legend
+    panel.commands.run("routing.goto", target="6, 6", size_um=12)
+    QApplication.processEvents()
+    (x0, x1), _ = panel.canvas.box.viewRange()
+    said = panel.commands.run("routing.export_figure", path=str(tmp_path / "f.png"), dpi=96)
+    assert "provenance inside" in said
+    view = provenance.read(tmp_path / "f.png")["view"]
+    assert view["scale_bar_um"] == nice_length((x1 - x0) / 5)
+    assert view["markers"] == {"listed": len(EXPECTED), "waived": 0, "reports": []}
+    assert "marker stepped to" in view["legend"]
+    # the bar and the legend are drawn for the figure only
+    assert not [i for i in panel.canvas.box.childItems() if type(i).__name__ == "ScaleBar"]
