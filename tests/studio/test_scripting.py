@@ -333,12 +333,17 @@ def test_run_waits_for_the_job_while_the_window_stays_live(main_window, qtbot):
         studio.run("diag.no_such_method")
 
 
+def route_session(window, path: Path, net: str) -> tuple[Studio, Path]:
+    """The gcd design open with ``net`` selected, saved as a session at ``path``."""
+    studio = Studio(window)
+    studio.open(DESIGN[1])
+    studio.command("routing.select_net", net=net)
+    return studio, Path(studio.save_session(path))
+
+
 @needs_design
 def test_sessions_from_a_script(main_window, tmp_path):
-    studio = Studio(main_window)
-    studio.open(DESIGN[1])
-    studio.command("routing.select_net", net="_001_")
-    saved = Path(studio.save_session(tmp_path / "route"))
+    studio, saved = route_session(main_window, tmp_path / "route", "_001_")
     assert saved.suffix == ".studio" and saved.is_file()
     studio.command("routing.select_net", net="_002_")
     report = studio.open_session(saved)
@@ -351,10 +356,7 @@ def test_sessions_from_a_script(main_window, tmp_path):
 
 @needs_design
 def test_session_flag_opens_the_session_before_the_script(main_window, tmp_path):
-    studio = Studio(main_window)
-    studio.open(DESIGN[1])
-    studio.command("routing.select_net", net="_003_")
-    session = Path(studio.save_session(tmp_path / "saved.studio"))
+    _studio, session = route_session(main_window, tmp_path / "saved.studio", "_003_")
     result = studio_script(tmp_path, """
         print("net", studio.panel("routing")["view_state"]["net"])
         """, "--session", str(session))
