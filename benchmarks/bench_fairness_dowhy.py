@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+try:
+    from benchmarks import anchor_venv
+except ModuleNotFoundError:  # run as a script: this folder is on the path
+    import anchor_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".benchmarks" / "dowhy-venv"
@@ -86,26 +89,7 @@ def world_model():
 
 def ensure_venv() -> tuple[Path | None, str]:
     """(the venv's python, "") once dowhy is installed; (None, why) when it cannot be."""
-    python = VENV / "bin" / "python"
-    if READY.exists() and python.exists():
-        return python, ""
-    try:
-        if not python.exists():
-            subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                           check=True, capture_output=True, text=True, timeout=300)
-        install = subprocess.run([str(python), "-m", "pip", "install", "-q", "dowhy"],
-                                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-        if install.returncode != 0:
-            lines = [ln for ln in install.stderr.splitlines() if not ln.startswith("WARNING")]
-            return None, "pip install dowhy failed: " + " | ".join(lines[-3:])[-400:]
-        version = subprocess.run([str(python), "-c", "import dowhy; print(dowhy.__version__)"],
-                                 capture_output=True, text=True, timeout=300)
-        if version.returncode != 0:
-            return None, "dowhy installed but does not import: " + version.stderr[-400:]
-        READY.write_text(version.stdout.strip())
-        return python, ""
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"cannot create {VENV}: {type(exc).__name__}: {str(exc)[-300:]}"
+    return anchor_venv.ensure_venv(VENV, "dowhy", "dowhy", READY, INSTALL_TIMEOUT_S)
 
 
 def run_dowhy(python: Path, codes: np.ndarray) -> dict:

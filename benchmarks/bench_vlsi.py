@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+try:
+    from benchmarks import anchor_venv
+except ModuleNotFoundError:  # run as a script: this folder is on the path
+    import anchor_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".benchmarks" / "klayout-venv"
@@ -61,21 +64,7 @@ def _median_s(fn, repeats: int) -> float:
 
 def ensure_klayout() -> tuple[Path | None, str]:
     """(the venv's python, "") once klayout is installed; (None, why) when it cannot be."""
-    python = VENV / "bin" / "python"
-    if READY.exists() and python.exists():
-        return python, ""
-    try:
-        if not python.exists():
-            subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                           check=True, capture_output=True, text=True, timeout=300)
-        install = subprocess.run([str(python), "-m", "pip", "install", "-q", "klayout"],
-                                 capture_output=True, text=True, timeout=900)
-        if install.returncode != 0:
-            return None, "pip install klayout failed: " + install.stderr.strip()[-400:]
-        READY.write_text("ok")
-        return python, ""
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"cannot create {VENV}: {type(exc).__name__}: {str(exc)[-300:]}"
+    return anchor_venv.ensure_venv(VENV, "klayout", "klayout", READY, 900)
 
 
 def run() -> list[dict]:

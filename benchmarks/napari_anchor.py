@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".benchmarks" / "napari-venv"
+try:
+    from benchmarks import anchor_venv
+except ModuleNotFoundError:  # run as a script: this folder is on the path
+    import anchor_venv
+
+VENV = anchor_venv.ROOT / ".benchmarks" / "napari-venv"
 READY = VENV / ".napari-installed"  # written after a successful install: its version
 REQUIREMENT = "napari[pyqt5]"
 INSTALL_TIMEOUT_S = 1800
@@ -54,26 +56,7 @@ app.exec_()
 
 def ensure_venv() -> tuple[Path | None, str]:
     """(the venv's python, "") once napari is installed; (None, why) when it cannot be."""
-    python = VENV / "bin" / "python"
-    if READY.exists() and python.exists():
-        return python, ""
-    try:
-        if not python.exists():
-            subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                           check=True, capture_output=True, text=True, timeout=300)
-        install = subprocess.run([str(python), "-m", "pip", "install", "-q", REQUIREMENT],
-                                 capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
-        if install.returncode != 0:
-            lines = [ln for ln in install.stderr.splitlines() if not ln.startswith("WARNING")]
-            return None, f"pip install {REQUIREMENT} failed: " + " | ".join(lines[-3:])[-400:]
-        version = subprocess.run([str(python), "-c", "import napari; print(napari.__version__)"],
-                                 capture_output=True, text=True, timeout=300)
-        if version.returncode != 0:
-            return None, "napari installed but does not import: " + version.stderr[-400:]
-        READY.write_text(version.stdout.strip())
-        return python, ""
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"cannot create {VENV}: {type(exc).__name__}: {str(exc)[-300:]}"
+    return anchor_venv.ensure_venv(VENV, REQUIREMENT, "napari", READY, INSTALL_TIMEOUT_S)
 
 
 def napari_starts(repeats: int) -> tuple[list[float], str]:
