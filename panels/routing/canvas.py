@@ -51,6 +51,7 @@ ONLY_PREDICTED = "#ff3b3b"
 ONLY_REFERENCE = "#2ec4ff"
 SNAP = "#f2e94e"
 MARKER = "#ff3b3b"
+RULER = "#00e5ff"
 MARKER_CURRENT = "#ffff00"
 LEGEND_MARGIN = 8  # pixels between a figure's legend and the view's corner
 
@@ -59,10 +60,11 @@ class CanvasBox(pg.ViewBox):
     """Left click reports the point (selection, drawing); a left drag is offered to
     ``on_drag`` first (moving or drawing a wire) and pans when it declines; the wheel zooms."""
 
-    def __init__(self, on_click, on_drag=None) -> None:
+    def __init__(self, on_click, on_drag=None, on_right_click=None) -> None:
         super().__init__(lockAspect=True, enableMenu=False)
         self._on_click = on_click
         self._on_drag = on_drag
+        self._on_right_click = on_right_click
         self._editing = False  # this drag belongs to on_drag
 
     def mouseClickEvent(self, ev) -> None:
@@ -70,6 +72,10 @@ class CanvasBox(pg.ViewBox):
             ev.accept()
             point = self.mapSceneToView(ev.scenePos())
             self._on_click(point.x(), point.y(), ev.modifiers())
+        elif ev.button() == Qt.MouseButton.RightButton and self._on_right_click is not None:
+            ev.accept()  # the inspector's menu holds the scene's Export… too
+            point = self.mapSceneToView(ev.scenePos())
+            self._on_right_click(point.x(), point.y(), ev.screenPos())
         else:
             super().mouseClickEvent(ev)
 
@@ -592,8 +598,8 @@ class LayoutCanvas(pg.PlotWidget):
     """Draws a ``RouteModel``; ``redraw()`` after a load, ``draw_wiring()`` after an edit."""
 
     def __init__(self, model: RouteModel, on_click=lambda x, y, modifiers: None,
-                 on_drag=None) -> None:
-        self.box = CanvasBox(on_click, on_drag)
+                 on_drag=None, on_right_click=None) -> None:
+        self.box = CanvasBox(on_click, on_drag, on_right_click)
         super().__init__(viewBox=self.box, axisItems={side: RulerAxis(side)
                                                       for side in ("bottom", "left")})
         self.model = model
@@ -638,8 +644,25 @@ class LayoutCanvas(pg.PlotWidget):
         self.addItem(self.guides)
         self.congestion_map: np.ndarray | None = None
         self.scale_bar_um: float | None = None  # of the last figure drawn
+        self.ruler = self._add(pairs_item(RULER, 2, 28))
+        self.ruler_label = pg.TextItem(color=RULER, anchor=(0.5, 1.2),
+                                       fill=pg.mkBrush(0, 0, 0, 180))
+        self.ruler_label.setZValue(29)
+        self.addItem(self.ruler_label)
         self.marker_boxes = self._add(rects_item(MARKER, 1, 26))
         self.marker_current = self._add(rects_item(MARKER_CURRENT, 3, 27))
+
+    def draw_ruler(self, start: tuple | None, end: tuple | None = None,
+                   label: str = "") -> None:
+        """A ruler from ``start`` to ``end`` (µm) with its measure at its middle; None
+        clears it."""
+        if start is None or end is None:
+            set_pairs(self.ruler, [])
+            self.ruler_label.setText("")
+            return
+        set_pairs(self.ruler, np.array([start, end], dtype=np.float64))
+        self.ruler_label.setText(label)
+        self.ruler_label.setPos((start[0] + end[0]) / 2, (start[1] + end[1]) / 2)
 
     def draw_markers(self, boxes: np.ndarray) -> None:
         """The markers listed (µm boxes, thin)."""

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from engine import provenance
 from engine.io import FormatError
+from engine.vlsi.def_ import SEG, VIA
 from engine.vlsi.markers import (
     Marker,
     Report,
@@ -231,6 +233,18 @@ class StepArgs(CommandArgs):
 
 class CategoryArgs(CommandArgs):
     category: str = Field("", description="the category listed (empty: all)")
+
+
+class MeasureArgs(CommandArgs):
+    from_um: Point = Field(description="where the ruler starts, [x, y] in µm")
+    to_um: Point = Field(description="where it ends, [x, y] in µm")
+    snap_layer: str = Field("", description="snap both ends to this layer's routing tracks "
+                                            "(empty: no snapping)")
+
+
+class InspectArgs(CommandArgs):
+    at_um: Point = Field(description="the point, [x, y] in µm")
+    tolerance_um: float = Field(0.2, gt=0, le=100, description="how near a wire or via must be")
 
 
 class GotoArgs(CommandArgs):
@@ -668,6 +682,102 @@ def goto(state: RoutingState, args: GotoArgs) -> str:
     raise Refusal(f"{text!r} is neither 'x, y' µm nor a net, cell or pin of {_file(state)}")
 
 
+def snap_to_tracks(design, layer: str, point: Point) -> Point:
+    """``point`` (µm) moved to the nearest DEF TRACKS of ``layer`` in x and in y (an axis
+    without tracks for the layer stays as given)."""
+    scale = design.dbu_per_micron
+    snapped = []
+    for axis, value in zip("XY", point, strict=True):
+        tracks = [(start, count, step) for a, start, count, step, names in design.tracks
+                  if a == axis and layer in names and step > 0]
+        if not tracks:
+            snapped.append(float(value))
+            continue
+        best = None
+        for start, count, step in tracks:
+            k = min(max(round((value * scale - start) / step), 0), max(count - 1, 0))
+            here = (start + k * step) / scale
+            if best is None or abs(here - value) < abs(best - value):
+                best = here
+        snapped.append(round(best, 6))
+    return snapped[0], snapped[1]
+
+
+def measure(state: RoutingState, args: MeasureArgs) -> str:
+    """A ruler between two points (µm), its ends on the layer's tracks when asked."""
+    design = _design(state)
+    start, end = args.from_um, args.to_um
+    if args.snap_layer:
+        _layer(state, args.snap_layer)
+        start = snap_to_tracks(design, args.snap_layer, start)
+        end = snap_to_tracks(design, args.snap_layer, end)
+    dx, dy = end[0] - start[0], end[1] - start[1]
+    said = (f"Ruler {_point(start)} to {_point(end)} µm: dx {dx:.4g}, dy {dy:.4g}, "
+            f"length {abs(dx) + abs(dy):.4g} µm along wires, {float(np.hypot(dx, dy)):.4g} µm "
+            "straight" + (f" (ends on {args.snap_layer} tracks)" if args.snap_layer else ""))
+    if state.view is not None:
+        state.view.canvas.draw_ruler(start, end, f"dx {dx:.4g}  dy {dy:.4g}  "
+                                                 f"{abs(dx) + abs(dy):.4g} µm "
+                                                 f"({float(np.hypot(dx, dy)):.4g} straight)")
+    return said
+
+
+def inspect(state: RoutingState, args: InspectArgs) -> str:
+    """What is at a point: the nearest wire or via of any signal net (its net, layer, ends,
+    width), the LEF rules of its layer, and the markers there."""
+    from panels.routing.model import _point_segment_distance
+
+    design, model = _design(state), state.model
+    scale = design.dbu_per_micron
+    x, y = args.at_um[0] * scale, args.at_um[1] * scale
+    lines = [f"At {_point(args.at_um)} µm"]
+    segments, vias = design.segments, design.vias_placed
+    keep = ~model.special[segments[:, SEG["net"]]] if len(segments) else np.zeros(0, bool)
+    segments = segments[keep]
+    near = None
+    if len(segments):
+        d = _point_segment_distance(segments, x, y)
+        k = int(np.argmin(d))
+        near = (float(d[k]), "segment", segments[k])
+    if len(vias):
+        d = np.hypot(vias[:, VIA["x"]] - x, vias[:, VIA["y"]] - y)
+        k = int(np.argmin(d))
+        if near is None or d[k] < near[0]:
+            near = (float(d[k]), "via", vias[k])
+    if near is not None and near[0] <= args.tolerance_um * scale:
+        _d, kind, row = near
+        lef = model.lef
+        if kind == "segment":
+            layer = design.layer_names[int(row[SEG["layer"]])]
+            rule = lef.layers.get(layer) if lef is not None else None
+            width = row[SEG["width"]] / scale if row[SEG["width"]] > 0 else (
+                rule.width if rule is not None else None)
+            lines.append(f"net {design.nets[int(row[SEG['net']])].name}, wire on {layer} from "
+                         f"({row[SEG['x1']] / scale:g}, {row[SEG['y1']] / scale:g}) to "
+                         f"({row[SEG['x2']] / scale:g}, {row[SEG['y2']] / scale:g}) µm, width "
+                         + (f"{width:g} µm" if width is not None else "unknown (no LEF)"))
+        else:
+            layer = design.layer_names[int(row[VIA["layer"]])]
+            rule = lef.layers.get(layer) if lef is not None else None
+            lines.append(f"net {design.nets[int(row[VIA['net']])].name}, via "
+                         f"{design.via_names[int(row[VIA['via']])]} on {layer} at "
+                         f"({row[VIA['x']] / scale:g}, {row[VIA['y']] / scale:g}) µm")
+        if rule is not None:
+            lines.append(f"LEF {layer}: WIDTH {rule.width:g}, SPACING {rule.spacing:g}, "
+                         f"PITCH {rule.pitch:g} µm {rule.direction.lower()}".rstrip())
+    else:
+        lines.append("no wire or via within "
+                     f"{args.tolerance_um:g} µm")
+    for marker in state.markers():
+        x1, y1, x2, y2 = marker.box
+        if not marker.problem and x1 - args.tolerance_um <= args.at_um[0] <= x2 + \
+                args.tolerance_um and y1 - args.tolerance_um <= args.at_um[1] <= y2 + \
+                args.tolerance_um:
+            lines.append(f"marker {marker.category} {'/'.join(marker.nets)}: {marker.text}"
+                         + (" (waived)" if marker.name in model.waived else ""))
+    return "\n".join(lines)
+
+
 # -- routing jobs ------------------------------------------------------------------------------
 
 
@@ -771,6 +881,11 @@ COMMANDS = [
             undoable=True),
     Command("routing.marker_category", "List one marker category", "Show one category of "
             "markers in the browser (empty: all).", marker_category, CategoryArgs),
+    Command("routing.measure", "Measure with the ruler", "A ruler between two points in "
+            "µm, its ends snapped to a layer's tracks.", measure, MeasureArgs),
+    Command("routing.inspect", "Inspect a point", "The wire or via at a point: net, layer, "
+            "ends, width, its layer's LEF rules, markers there (right-click).", inspect,
+            InspectArgs),
     Command("routing.goto", "Go to a place", "Centre the canvas on 'x, y' µm or on a net, "
             "cell or pin by name.", goto, GotoArgs),
 ]

@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
     QSplitter,
     QStackedWidget,
@@ -77,7 +78,7 @@ from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, 
 
 STATS_COLUMNS = ["net", "segments", "vias", "wirelength (µm)", "pins", "connectivity",
                  "shorts", "leaf IoU"]
-MODES = ("Select", "Add wire", "Add via")
+MODES = ("Select", "Add wire", "Add via", "Measure")
 TAB_NET, TAB_NETS, TAB_ROUTE = range(3)
 CLICK_PIXELS = 6
 SNAPPING_NOTE = (
@@ -148,7 +149,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         bar.addStretch(1)
         layout.addLayout(bar)
 
-        self.canvas = LayoutCanvas(self.model, self._on_canvas_click, self._on_canvas_drag)
+        self.canvas = LayoutCanvas(self.model, self._on_canvas_click, self._on_canvas_drag,
+                                   self._on_canvas_right_click)
+        self.ruler_start: tuple[float, float] | None = None
         self._route_scene_export()
         self.views = QStackedWidget()
         self.views.addWidget(self.canvas)
@@ -256,8 +259,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
             "Select: click a net, then click its wire or via to pick it and drag it to move it "
             "by whole track pitches. Add wire: click both ends, or drag (Shift-drag in any "
             "mode). Add via: click. Delete removes the picked wire or via, arrows nudge it; "
-            "every edit is one undo step.")
-        self.mode_box.currentTextChanged.connect(lambda _t: setattr(self, "pending_start", None))
+            "every edit is one undo step. Measure: click both ends of a ruler (they snap to the "
+            "wire layer's tracks). Right-click anything to inspect it.")
+        self.mode_box.currentTextChanged.connect(self._mode_changed)
         self.layer_box = QComboBox()
         self.via_box = QComboBox()
         form.addRow("Click to", self.mode_box)
@@ -370,7 +374,8 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def _on_loaded(self) -> None:
         design, model = self.model.design, self.model
         self._generation += 1
-        self.element, self.pending_start = None, None
+        self.element, self.pending_start, self.ruler_start = None, None, None
+        self.canvas.draw_ruler(None)
         self.state.checked, self.state.reports = [], []  # another design's markers go
         self.state.current, self.state.category = None, ""
         self._fill_layers()
@@ -647,6 +652,9 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def click(self, x: float, y: float, tolerance_um: float = 0.2) -> None:
         """What a left click at (x, y) µm does in the current mode."""
         mode = self.mode_box.currentText()
+        if mode == "Measure":
+            self._measure_click(x, y)
+            return
         if mode != "Select" and self.model.selected is None:
             self.status.setText("Select a net first: edits change the selected net.")
             return
@@ -672,6 +680,46 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
         index = self.model.net_at(x, y, tolerance_um, visible)
         if index is not None:
             self.select_net(self.model.design.nets[index].name, focus=False)
+
+    def _mode_changed(self, _mode: str) -> None:
+        self.pending_start, self.ruler_start = None, None
+
+    def _measure_click(self, x: float, y: float) -> None:
+        """Measure mode: the first click starts a ruler, the second ends it
+        (``routing.measure``, its ends on the wire layer's tracks)."""
+        if self.ruler_start is None:
+            self.ruler_start = (x, y)
+            self.canvas.draw_ruler(None)
+            self.status.setText("Click the ruler's other end (its ends snap to the tracks of "
+                                f"{self.layer_box.currentText() or 'no layer'}).")
+            return
+        start, self.ruler_start = self.ruler_start, None
+        self._run("routing.measure", from_um=list(start), to_um=[x, y],
+                  snap_layer=self.layer_box.currentText())
+
+    def _on_canvas_right_click(self, x: float, y: float, screen_pos) -> None:
+        """The inspector: what is under the pointer (``routing.inspect``) in a menu at the
+        pointer, with the canvas's Export… below it."""
+        if self.model.design is None:
+            return
+        said = self.commands.trigger("routing.inspect", at_um=[round(x, 4), round(y, 4)],
+                                     tolerance_um=round(max(self._click_tolerance(), 1e-3), 4))
+        if not isinstance(said, str):
+            return
+        self.inspected = said
+        lines = said.splitlines()
+        self.status.setText(f"Inspected {lines[0][3:]}: {lines[1]}"
+                            + (f" (+{len(lines) - 2} more in the menu)" if len(lines) > 2
+                               else ""))
+        menu = QMenu()  # no parent: it lives while shown (a child would count as a control)
+        for line in said.splitlines():
+            menu.addAction(line).setEnabled(False)
+        menu.addSeparator()
+        for action in self.canvas.scene().contextMenu:
+            if action.text().startswith("Export"):
+                menu.addAction(action)
+        self._inspector_menu = menu
+        menu.popup(screen_pos.toPoint() if hasattr(screen_pos, "toPoint") else screen_pos)
 
     # -- edits -----------------------------------------------------------------------------
 

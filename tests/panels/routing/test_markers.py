@@ -316,3 +316,46 @@ def test_export_has_a_scale_bar_and_markers_in_legend_and_provenance(history_hos
     assert "marker stepped to" in view["legend"]
     # the bar and the legend are drawn for the figure only
     assert not [i for i in panel.canvas.box.childItems() if type(i).__name__ == "ScaleBar"]
+
+
+def test_ruler_snaps_to_tracks_and_inspector_names_net_rule_and_marker(
+        history_host, make_widget, qtbot, files) -> None:
+    from PySide6.QtCore import QRectF
+    from PySide6.QtTest import QTest
+
+    from tests.panels.routing.test_routing_mouse import _at
+
+    panel = make_widget(RoutingPanel, history_host)
+    panel.resize(1300, 800)
+    panel.show()
+    qtbot.waitExposed(panel)
+    assert panel.open_design(files[1], files[0])
+    _wait_for_markers(panel, qtbot)
+    said = panel.commands.run("routing.measure", from_um=[1.13, 2], to_um=[1.36, 5],
+                              snap_layer="metal2")
+    assert said.startswith("Ruler (1.1, 2) to (1.4, 5) µm: dx 0.3, dy 3, length 3.3 µm")
+    assert panel.canvas.drawn_points(panel.canvas.ruler) == 2
+    unsnapped = panel.commands.run("routing.measure", from_um=[1.13, 2], to_um=[1.36, 5])
+    assert "dx 0.23" in unsnapped
+    # Measure mode: two clicks make a ruler on the wire layer's tracks
+    panel.canvas.box.setRange(QRectF(0, 0, 10, 10), padding=0)
+    QApplication.processEvents()
+    panel.mode_box.setCurrentText("Measure")
+    panel.layer_box.setCurrentText("metal2")
+    panel.click(2.04, 1.0)
+    panel.click(2.96, 1.0)
+    assert panel.status.text().startswith("Ruler (2, 1) to (3, 1) µm: dx 1, dy 0")
+    text = panel.commands.run("routing.inspect", at_um=[1.1, 3.1], tolerance_um=0.05)
+    assert "net resp_msg[15], wire on metal2 from (1.1, 1.1) to (1.1, 5.1) µm, width 0.07 µm" \
+        in text
+    assert "LEF metal2: WIDTH 0.07, SPACING 0.07, PITCH 0.1 µm vertical" in text
+    assert "marker short resp_msg[15]/resp_msg[2]" in text
+    assert "no wire or via within" in panel.commands.run("routing.inspect", at_um=[18, 2])
+    # a right click on the canvas inspects what is under it
+    QTest.mouseClick(panel.canvas.viewport(), Qt.MouseButton.RightButton,
+                     Qt.KeyboardModifier.NoModifier, _at(panel, 1.1, 3.0))
+    QApplication.processEvents()
+    assert "net resp_msg[15]" in panel.status.text()
+    menu = panel._inspector_menu
+    assert [a.text() for a in menu.actions() if a.text()][-1].startswith("Export")
+    menu.close()

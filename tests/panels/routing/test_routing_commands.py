@@ -141,6 +141,11 @@ CASES: dict[str, tuple[tuple[dict, str], tuple[dict, str] | None]] = {
                              ({"marker": "open a"}, "no marker 'open a' in small.def")),
     "routing.marker_category": (({"category": 5}, "category: Input should be a valid string"),
                                 ({"category": "short"}, "no markers of category 'short'")),
+    "routing.measure": (({"from_um": [1, 1], "to_um": "there"}, "to_um"),
+                        ({"from_um": [1, 1], "to_um": [2, 2], "snap_layer": "metal99"},
+                         "no layer 'metal99' in small.def")),
+    "routing.inspect": (({"at_um": [1, 1], "tolerance_um": 0}, "tolerance_um: Input should "
+                                                               "be greater than 0"), None),
     "routing.goto": (({"target": "1, 2", "size_um": -1}, "size_um: Input should be greater"),
                      ({"target": "nowhere"}, "'nowhere' is neither 'x, y' µm nor a net")),
 }
