@@ -23,6 +23,7 @@ RUN, REPRODUCE = "run", "reproduce"
 PARAMETERS_DOCUMENT = "lab parameters"
 EARLY_EVENTS_PER_JOB = 5000   # events of a job that arrive before its job_accepted reply
 EARLY_JOBS_KEPT = 16
+CHOSEN = object()   # "the chosen method's", where ``None`` means none
 
 
 class Events:
@@ -180,21 +181,26 @@ class LabModel:
         return profile, {k: value for k, value in values.items()
                          if k in settings and settings[k] != value}
 
-    def profile_settings(self, profile: str | None = None) -> dict:
+    def profile_settings(self, profile: str | None = None, reproduce: str | None = None
+                         ) -> dict:
         """The settings ``profile`` (default: the chosen one) runs the paper's reproduction
-        with, as the engine lists them; ``{}`` when the paper has no reproduce method."""
-        method = self.methods.get(self.reproduce_method() or "") or {}
+        (default: the chosen method's paper's) with, as the engine lists them; ``{}`` when the
+        paper has no reproduce method."""
+        method = self.methods.get(reproduce or self.reproduce_method() or "") or {}
         return dict((method.get("profiles") or {}).get(profile or self.profile) or {})
 
-    def set_profile(self, profile: str) -> None:
+    def set_profile(self, profile: str, reproduce: str | None | object = CHOSEN) -> None:
         """Choose the reproduction's profile. Choosing a profile chooses its settings: the
-        reproduce method's remembered form starts again from them (no longer exploratory)."""
+        reproduce method's (default: the chosen method's paper's; ``None``: none) remembered
+        form starts again from them (no longer exploratory)."""
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r} ({', '.join(PROFILES)})")
         self.profile = profile
-        reproduce = self.reproduce_method()
+        if reproduce is CHOSEN:
+            reproduce = self.reproduce_method()
         if reproduce is not None and reproduce in self.params:
-            self.params[reproduce] = {"profile": profile, **self.profile_settings(profile)}
+            self.params[reproduce] = {"profile": profile,
+                                      **self.profile_settings(profile, reproduce)}
         self.events.emit("profile", profile=profile)
 
     def reproduce_overrides(self) -> dict:
@@ -369,7 +375,7 @@ class SetProfile:
         return f"Choose the {self.profile} profile"
 
     def apply(self, model: LabModel) -> None:
-        model.set_profile(self.profile)
+        model.set_profile(self.profile, self.reproduce)  # the form it refilled, wherever
 
     def revert(self, model: LabModel) -> None:
         model.profile = self.previous
