@@ -25,11 +25,23 @@ starts its engine, drives it as a user would, and saves into ``docs/images/``:
 - ``crowd-previewer.png`` the crowd previewer after ``c2r.simulate`` on the demo scene;
 - ``sae-features.png``  the SAE browser after a small ``sae_pc1.train`` on MiniLM layer 3;
 - ``edit-history.png``  the molecules tab's edit history dock, its steps grouped by file;
+- ``claims-dock.png``   the paper claims dock beside the dialogue panel, holding the claim of
+                        a smoke ``scicl.reproduce`` run through ``claims.reproduce``;
+- ``report-page.png``   ``studio-engine report scicl``'s PDF (pdftoppm): the summary's
+                        lines over the paper's page;
+- ``command-log.png``   the command log dock after a few routing commands (select a net, hide
+                        and show a layer, move a wire, route a net), each as its Python line;
+- ``palette.png``       the command palette (Ctrl+Shift+P) with "route net" typed;
+- ``lineage.png``       the lineage dock after the route: the DEF, the edit, the run it fed;
+- ``console.png``       the console dock (``install_scripting``) after lines run against
+                        ``studio``;
+- ``session-restored.png`` the window after File > Open session on a session saved from it;
 - ``exports/<panel>.png`` and ``.txt``: one figure export of each panel and what
                         ``studio-engine inspect`` prints of its provenance.
 
 Every wait is bounded; the script exits 1 when a step fails, times out or the window shows an
-error, and always closes the window and stops the engine. Takes under a minute on two cores.
+error, and always closes the window and stops the engine. Takes about 1.5 minutes on two
+cores.
 """
 
 from __future__ import annotations
@@ -233,17 +245,23 @@ async def drive(window, out: Path) -> None:
     dialogue.form.set_values(SCICL_MAP_PARAMS)
     dialogue.run()
     await wait_until("the collapse map to arrive",
-                     lambda: any("/ collapse_map " in label for label in dialogue.figures),
-                     JOB_TIMEOUT_S)
-    label = next(label for label in dialogue.figures if "/ collapse_map " in label)
-    dialogue.figure_list.setCurrentRow(list(dialogue.figures).index(label))
+                     lambda: any("/ collapse_map " in label
+                                 for label in dialogue.state.figures), JOB_TIMEOUT_S)
+    label = next(label for label in dialogue.state.figures if "/ collapse_map " in label)
+    dialogue.show_figure(label)
     window.runs_dock_widget.hide()  # the map needs the height
     await settle(window)
     save(window, out, "dialogue-map.png")
     window.runs_dock_widget.show()
 
+    step("a smoke scicl.reproduce from the paper claims dock; its report's first page")
+    await screenshot_claims(window, out)
+
     step("chipstar.route on gcd in the route canvas")
     await screenshot_routing(window, out)
+
+    step("routing commands in the command log, the palette, the lineage of a route")
+    await screenshot_commands(window, out)
 
     step("brainworld.train and .generate on nitime's run, opened beside it")
     await screenshot_fmri(window, out)
@@ -268,6 +286,13 @@ async def drive(window, out: Path) -> None:
 
     step("one export of each panel, its provenance printed by studio-engine inspect")
     await export_each_panel(window, out)
+
+    step("a session saved and opened again")
+    await screenshot_session(window, out)
+
+    # last: the console's in-process kernel stays in the process once started
+    step("the console dock, a line run against studio")
+    await screenshot_console(window, out)
     step("done")
 
 
@@ -514,6 +539,267 @@ async def screenshot_routing(window, out: Path) -> None:
     window.runs_dock_widget.show()
 
 
+# -- commands, palette, console, claims, lineage, sessions --------------------------------------
+
+CLAIMS_PAPER = "scicl"          # owned by the dialogue panel; its smoke reproduction takes ~1 s
+REPORT_DPI = 70                 # the report's pages as the README shows them
+REPORT_MARGIN_PX = 16
+PALETTE_QUERY = "route net"
+MOVED_WIRE_DY_UM = 0.28         # two metal1 pitches on Nangate45's manufacturing grid
+LINEAGE_DOCK_WIDTH = 520
+CONSOLE_LINES = ('studio.command("routing.select_net", net="_101_")',
+                 'studio.panel("routing")["view_state"]["net"]',
+                 '[c["id"] for c in studio.commands() if c["id"].startswith("routing.m")]')
+
+
+async def screenshot_claims(window, out: Path) -> None:
+    """claims.reproduce (smoke) on scicl from the dock beside the dialogue panel, the claim it
+    shows; then the report of that run written by the CLI, its first PDF page as a PNG."""
+    dialogue = window.panel_widgets.get("dialogue")
+    if dialogue is None:
+        raise StepFailed(f"the dialogue panel is not open: {window.errors}")
+    window.tabs.setCurrentWidget(dialogue)
+    window.command("view.paper_claims", on=True)
+    dock = window.claim_dock
+    await wait_until("the claims dock to list scicl",
+                     lambda: CLAIMS_PAPER in dock.claims, ENGINE_TIMEOUT_S)
+    window.command("claims.reproduce", paper=CLAIMS_PAPER, profile="smoke")
+    await wait_until("the smoke reproduction's claim in the dock",
+                     lambda: (claim := dock.claims.get(CLAIMS_PAPER)) is not None
+                     and claim.claim is not None, JOB_TIMEOUT_S)
+    window.runs_dock_widget.hide()
+    await settle(window)
+    save(window, out, "claims-dock.png")
+    window.command("view.paper_claims", on=False)
+    window.runs_dock_widget.show()
+    await write_report_page(window, out)
+
+
+async def write_report_page(window, out: Path) -> None:
+    """``studio-engine report scicl`` on the screenshot workspace (as a user types it), then
+    its PDF's first two pages through pdftoppm: the summary's lines (the rest of a one-paper
+    summary page is blank, so it is cut) over the paper's page."""
+    import subprocess
+
+    if shutil.which("pdftoppm") is None:
+        raise StepFailed("pdftoppm (poppler-utils) is not installed: the report page needs it")
+    folder = Path(tempfile.mkdtemp(prefix="studio-report-"))
+    command = [sys.executable, "-m", "engine", "report", CLAIMS_PAPER, "--out",
+               str(folder / "report"), "--workspace", str(window.workspace.root)]
+    done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True,
+                                   timeout=JOB_TIMEOUT_S)
+    pdf = folder / "report" / "report.pdf"
+    if done.returncode != 0 or not pdf.is_file():
+        raise StepFailed(f"studio-engine report exited {done.returncode}: {done.stderr[-500:]}")
+    pages = await asyncio.to_thread(
+        subprocess.run, ["pdftoppm", "-f", "1", "-l", "2", "-r", str(REPORT_DPI), "-png",
+                         str(pdf), str(folder / "page")], capture_output=True, text=True,
+        timeout=60)
+    images = sorted(folder.glob("page-*.png"))
+    if pages.returncode != 0 or len(images) != 2:
+        raise StepFailed(f"pdftoppm exited {pages.returncode}: {pages.stderr[-300:]}")
+    stack_report_pages(images[0], images[1], out / "report-page.png")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def stack_report_pages(summary: Path, paper: Path, target: Path) -> None:
+    """The summary page's inked top over the paper's page, as one PNG."""
+    from PySide6.QtGui import QColor, QImage, QPainter
+
+    top, page = QImage(str(summary)), QImage(str(paper))
+    if top.isNull() or page.isNull():
+        raise StepFailed(f"pdftoppm's pages are not images: {summary}, {paper}")
+    inked = _last_inked_row(top) + REPORT_MARGIN_PX
+    picture = QImage(page.width(), inked + page.height(), QImage.Format.Format_RGB32)
+    picture.fill(QColor("white"))
+    painter = QPainter(picture)
+    painter.drawImage(0, 0, top.copy(0, 0, top.width(), inked))
+    painter.setPen(QColor("#b0b0b0"))
+    painter.drawLine(0, inked - 1, page.width(), inked - 1)  # where the first page ends
+    painter.drawImage(0, inked, page)
+    painter.end()
+    if not picture.save(str(target)):
+        raise StepFailed(f"could not write {target}")
+    print(f"  wrote {target}", flush=True)
+
+
+def _last_inked_row(image) -> int:
+    """The lowest row of ``image`` holding a pixel that is not white."""
+    white = 0xFFFFFFFF
+    for row in range(image.height() - 1, -1, -1):
+        if any(image.pixel(column, row) != white for column in range(0, image.width(), 2)):
+            return row
+    return 0
+
+
+def _first_wire(panel, net: str) -> dict:
+    """The arguments naming ``net``'s first wire, as a click on it would give them."""
+    from panels.routing.commands import wire_args
+
+    design = panel.model.design
+    index = [each.name for each in design.nets].index(net)
+    segments, _vias = design.net_wiring(index)
+    if len(segments) == 0:
+        raise StepFailed(f"net {net} has no wires in {design.path}")
+    return wire_args(panel, net, panel.model.segment_row(segments[0]))  # .model, as the state
+
+
+async def screenshot_commands(window, out: Path) -> None:
+    """A few routing commands as a user runs them (each logged as its Python line), the
+    command log; the palette with a query; then the lineage of the route that followed."""
+    panel = window.panel_widgets.get("routing")
+    if panel is None:
+        raise StepFailed(f"the routing panel is not open: {window.errors}")
+    window.tabs.setCurrentWidget(panel)
+    window.command_log.clear()
+    window.command("routing.select_net", net=ROUTING_NETS[1])
+    window.command("routing.show_layer", layer="metal1", visible=False)
+    window.command("routing.show_layer", layer="metal1", visible=True)
+    window.command("routing.move_wire", **_first_wire(panel, ROUTING_NETS[1]),
+                   dy_um=MOVED_WIRE_DY_UM)
+    lab = window.panel_widgets.get("lab")
+    if lab is not None:
+        # the engine lists chipstar.route under the lab, and the lineage recorder takes the
+        # edits of a method's listed panel when it is open: without the lab, the tab in front
+        window.close_tab(window.tabs.indexOf(lab))
+    before = panel.model.prediction
+    window.command("routing.route", nets=[ROUTING_NETS[1]])
+    await wait_until("the route of the edited net", lambda: panel.model.prediction is not None
+                     and panel.model.prediction is not before, JOB_TIMEOUT_S)
+    window.command("routing.select_net", net=ROUTING_NETS[1])
+    window.command("view.command_log", on=True)
+    window.command_log_dock_widget.raise_()
+    await settle(window)
+    save(window, out, "command-log.png")
+
+    window.command("view.palette")
+    palette = window._palette
+    palette.search.setText(PALETTE_QUERY)
+    await settle(window)
+    if palette.model.rowCount() < 3:
+        raise StepFailed(f"the palette lists {palette.model.rowCount()} entries for "
+                         f"{PALETTE_QUERY!r}")
+    save_composite(window, palette, out / "palette.png")
+    palette.hide()
+    window.command("view.command_log", on=False)
+
+    size = window.size()  # the wide dock makes the window wider; the next steps want it back
+    window.command("view.lineage", on=True)
+    lineage = window.lineage_dock
+    await wait_until("the lineage dock to show the route's run",
+                     lambda: lineage.tree.topLevelItemCount() > 0, JOB_TIMEOUT_S)
+    await settle(window)  # the dock redraws once more when shown
+    from PySide6.QtCore import Qt
+
+    window.resizeDocks([window.lineage_dock_widget], [LINEAGE_DOCK_WIDTH],
+                       Qt.Orientation.Horizontal)
+    window.runs_dock_widget.hide()
+    focus_on_run(lineage.tree, "chipstar.route")
+    await settle(window)
+    chosen = lineage.tree.currentItem()
+    if chosen is None or not chosen.text(0).startswith("\u25b6 chipstar.route"):
+        raise StepFailed("the lineage dock was redrawn after the route was chosen")
+    save(window, out, "lineage.png")
+    window.command("view.lineage", on=False)
+    window.runs_dock_widget.show()
+    window.resize(size)
+
+
+def focus_on_run(tree, method: str) -> None:
+    """Collapse the tree, then open the branch down to the newest ``method`` run drawn in full
+    (its ancestors and its outputs) and select it, as a user would look at one run."""
+    from PySide6.QtWidgets import QAbstractItemView, QTreeWidgetItemIterator
+
+    drawn = []
+    iterator = QTreeWidgetItemIterator(tree)
+    while iterator.value() is not None:
+        item = iterator.value()
+        text = item.text(0)
+        if text.startswith(f"\u25b6 {method}") and "(under" not in text and "(above)" not in text:
+            drawn.append(item)
+        iterator += 1
+    if not drawn:
+        raise StepFailed(f"the lineage dock draws no {method} run")
+    found = max(drawn, key=lambda item: item.text(1))  # "<run id> · ...": ids sort by time
+    tree.collapseAll()
+    parent = found.parent()
+    while parent is not None:
+        parent.setExpanded(True)
+        parent = parent.parent()
+    found.setExpanded(True)
+    tree.setCurrentItem(found)
+    tree.scrollToItem(found, QAbstractItemView.ScrollHint.PositionAtTop)
+
+
+def save_composite(window, dialog, path: Path) -> None:
+    """The window with a top-level dialog over it where the screen shows it (``grab`` draws
+    one widget, and the palette is a window of its own)."""
+    from PySide6.QtGui import QPainter
+
+    if window.errors:
+        raise StepFailed(f"the window showed an error before {path.name}: {window.errors}")
+    picture = window.grab()
+    painter = QPainter(picture)
+    painter.drawPixmap(window.mapFromGlobal(dialog.mapToGlobal(dialog.rect().topLeft())),
+                       dialog.grab())
+    painter.end()
+    if not picture.save(str(path)):
+        raise StepFailed(f"could not write {path}")
+    print(f"  wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}",
+          flush=True)
+
+
+async def screenshot_console(window, out: Path) -> None:
+    """The console dock with lines run against ``studio`` (install_scripting, as the tests
+    do: the window built by ``studio`` does not add the console yet)."""
+    from PySide6.QtCore import QTimer
+
+    from studio.console import install_scripting
+
+    install_scripting(window)
+    console = window.command("console.show")
+    await wait_until("the console's prompt", lambda: "In [" in console._control.toPlainText(),
+                     ENGINE_TIMEOUT_S)
+    for number, line in enumerate(CONSOLE_LINES, start=1):
+        # from the Qt loop, not this coroutine: studio refuses to wait inside a coroutine
+        QTimer.singleShot(0, lambda line=line: console.execute_source(line))
+        await wait_until(f"console line {number} to run",
+                         lambda n=number: f"In [{n + 1}]" in console._control.toPlainText(),
+                         JOB_TIMEOUT_S)
+    text = console._control.toPlainText()
+    if "Error" in text or "Traceback" in text:
+        raise StepFailed(f"a console line failed: {text[-600:]}")
+    await settle(window)
+    save(window, out, "console.png")
+    window.console_dock.hide()
+    window.runs_dock_widget.show()
+
+
+async def screenshot_session(window, out: Path) -> None:
+    """Save the session (File > Save session's command), open it again: the window after."""
+    for panel_id in ("sae", "fmri", "crowd", "lab", "dialogue"):
+        widget = window.panel_widgets.get(panel_id)
+        if widget is not None:
+            window.close_tab(window.tabs.indexOf(widget))
+    routing = window.panel_widgets.get("routing")
+    if routing is None:
+        raise StepFailed("the routing panel is not open for the session")
+    window.tabs.setCurrentWidget(routing)
+    path = Path(window.workspace.root) / "sessions" / "routing-and-molecules.studio"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    window.command("app.save_session", path=str(path))
+    if not path.is_file():
+        raise StepFailed(f"app.save_session wrote no {path}")
+    report = window.sessions.open_from(path)
+    await wait_until("the session to be opened", lambda: report.done, JOB_TIMEOUT_S)
+    if not report.complete:
+        raise StepFailed(f"the session did not come back whole: {report.lines()}")
+    await wait_until("the routing panel to be back",
+                     lambda: window.panel_widgets.get("routing") is not None, JOB_TIMEOUT_S)
+    await settle(window)
+    save(window, out, "session-restored.png")
+
+
 async def _engine_reaped(window, timeout_s: float = 3.0) -> None:
     """Let the loop see the engine process exit (its child watcher reports to the loop)."""
     process = getattr(window.bridge, "_process", None)
@@ -521,6 +807,23 @@ async def _engine_reaped(window, timeout_s: float = 3.0) -> None:
     while (process is not None and process.returncode is None
            and time.monotonic() < deadline):
         await asyncio.sleep(0.05)
+
+
+def _retry_lost_wakeups(loop, context: dict) -> None:
+    """Put back a task's wakeup that a nested Qt event loop ran inside another task's step.
+
+    ``studio.background.wait_responsively`` (a document's first hash, e.g. when a panel opens
+    a run's output from an engine event) spins a local ``QEventLoop`` inside the engine
+    client's asyncio task; qasync then runs other callbacks there, and asyncio refuses to
+    enter ``drive()``'s task inside that one ("Cannot enter into task"), dropping its wakeup:
+    the script would wait forever. The wakeup is scheduled again, after the nested loop."""
+    handle = context.get("handle")
+    exception = context.get("exception")
+    if (isinstance(exception, RuntimeError) and "Cannot enter into task" in str(exception)
+            and handle is not None and getattr(handle, "_callback", None) is not None):
+        loop.call_later(0.05, handle._callback, *handle._args)
+        return
+    loop.default_exception_handler(context)
 
 
 def _cancel_tasks(loop) -> None:
@@ -564,6 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Studio")
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
+    loop.set_exception_handler(_retry_lost_wakeups)
 
     from studio.main_window import MainWindow
     from studio.theme import apply_theme
