@@ -117,14 +117,21 @@ def read_lyrdb(text: str, path: str) -> Report:
                 x1, y1, x2, y2 = (float(v) for v in found.groups())
                 box = (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
             elif content.startswith("text:"):
-                notes.append(content[5:].strip().strip("'\""))
+                notes.append(_unquote(content[5:].strip()))
         if box is None:
             report.mismatches.append(f"item {number} ({category}): no box value, not drawn")
             continue
         nets, layer = _nets_and_layer(notes)
-        report.markers.append(Marker(category, nets, layer, box, "; ".join(notes),
-                                     Path(path).name))
+        text = "; ".join(n for n in notes if not n.startswith(("nets:", "layer:")))
+        report.markers.append(Marker(category, nets, layer, box, text, Path(path).name))
     return report
+
+
+def _unquote(text: str) -> str:
+    """A report database's quoted string (backslash escapes) as plain text."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    return re.sub(r"\\(.)", r"\1", text)
 
 
 def _nets_and_layer(notes: list[str]) -> tuple[tuple[str, ...], str]:
@@ -252,7 +259,8 @@ def markers_lyrdb(markers: list[Marker], design: str, waived: set[str],
         for note in (f"nets: {' '.join(m.nets)}" if m.nets else "",
                      f"layer: {m.layer}" if m.layer else "", m.text):
             if note:
-                ElementTree.SubElement(values, "value").text = f"text: '{note}'"
+                quoted = note.replace("\\", "\\\\").replace("'", "\\'")
+                ElementTree.SubElement(values, "value").text = f"text: '{quoted}'"
     ElementTree.indent(root, " ")
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ElementTree.tostring(
         root, encoding="unicode") + "\n"

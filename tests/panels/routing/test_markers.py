@@ -183,6 +183,11 @@ def test_export_csv_and_lyrdb_read_back(windowless, tmp_path) -> None:
     assert root.find("items/item/values/value").text.startswith("box: (")
     back = read_report(tmp_path / "m.lyrdb")
     assert [m.name for m in back.markers] == names and back.mismatches == []
+    assert [m.text for m in back.markers] == [m.text for m in state.markers()]
+    # quotes and backslashes survive (KLayout escapes them in text values the same way)
+    odd = Marker("short", ("a'b",), "metal2", (0, 0, 1, 1), "it's \\ here")
+    write_markers(tmp_path / "odd.lyrdb", [odd], "marks", set())
+    assert read_report(tmp_path / "odd.lyrdb").markers[0].text == "it's \\ here"
     with pytest.raises(CommandRefused, match=r"\.csv or \.lyrdb"):
         registry.run("routing.export_markers", path=str(tmp_path / "m.txt"))
 
