@@ -36,7 +36,6 @@ from panels.lab.model import (
 )
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 from studio.widgets import schema as sch
-from studio.widgets.claim_view import request_report
 
 SCOPE = "lab"
 TABS = ("live", "artifacts", "claim", "log")
@@ -342,6 +341,8 @@ def open_report(state: LabState, args: ReportArgs) -> bool:
     slug = _paper(state, args.paper)
     if f"{slug}.reproduce" not in state.model.methods:
         raise Refusal(f"the paper {slug!r} has no reproduction, so no report")
+    from studio.widgets.claim_view import request_report  # Qt: only when a report is asked
+
     state.say(f"Writing the report of {slug}…")  # before: the engine may answer at once
     request_report(state.host, [slug],
                    on_opened=lambda path: state.say(f"Opened the report {path}"),

@@ -341,3 +341,15 @@ def test_in_the_window_a_script_opens_the_lab_and_edit_undo_takes_the_step_back(
     assert lab.model.seed == 0 and lab.seed_box.value() == 0
     with pytest.raises(CommandRefused, match="lab.run: the engine has listed no methods yet"):
         main_window.command("lab.run")
+
+
+def test_the_commands_and_the_model_import_no_qt():
+    """Scripts and tests use the lab's commands without a display (CONTRACT: no Qt in it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, panels.lab.commands, panels.lab.model; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'PySide6', 'torch'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
