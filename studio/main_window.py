@@ -493,15 +493,18 @@ class MainWindow(QMainWindow):
                               self.show_error("Cannot open the file", f"{p}: {exc}"))
 
     def _install_tools(self) -> None:
-        """The docks and menus built in modules of their own (paper claims, lineage, sessions),
-        before the layout is restored so that their places come back with it."""
+        """The docks and menus built in modules of their own (paper claims, lineage, sessions,
+        the console and macros), before the layout is restored so that their places come
+        back with it."""
         from studio.claim_dock import install_claim_dock
+        from studio.console import install_scripting
         from studio.lineage import install_lineage_dock
         from studio.sessions import install_sessions
 
         install_claim_dock(self)
         install_lineage_dock(self)
         self.sessions = install_sessions(self)
+        install_scripting(self)  # the console dock, and macros under the command log
 
     async def _open_path(self, path: str) -> None:
         from engine.io import FormatError, inspect_file

@@ -83,7 +83,7 @@ SELECTED_PEN = (255, 220, 60)
 KEYFRAME_PICK_M = 1.0
 PARAMETER_COLUMNS = 3  # label and box pairs per row of the social-force grid
 FIT_FILE = "fit to a tracks file…"
-MIN_MAP_HEIGHT_PX = 120
+MIN_MAP_HEIGHT_PX = 110
 
 
 class FitCancelled(Exception):
