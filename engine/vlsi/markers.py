@@ -77,9 +77,9 @@ class Report:
 
 
 def sort_markers(markers: list[Marker]) -> list[Marker]:
-    """By category, then net (naturally), layer and place."""
-    return sorted(markers, key=lambda m: (m.category, natural_key("/".join(m.nets)), m.layer,
-                                          m.box))
+    """By category (any case), then net (naturally), layer and place."""
+    return sorted(markers, key=lambda m: (m.category.lower(), natural_key("/".join(m.nets)),
+                                          m.layer, m.box))
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -614,7 +614,11 @@ def step_marker(state: RoutingState, args: StepArgs) -> str:
     _design(state)
     shown, place = state.steppable()
     if not shown:
-        raise Refusal("no markers to step through (run the checks or import a report)")
+        listed = len(state.shown())
+        kind = f"of category {state.category} " if state.category else ""
+        raise Refusal(f"all {listed} marker(s) {kind}are waived: nothing to step through"
+                      if listed else "no markers to step through (run the checks or import "
+                      "a report)")
     if state.current in place:
         at = (place[state.current] + args.step) % len(shown)
     else:

@@ -156,6 +156,11 @@ def test_step_waive_undo_and_replay(windowless, history_host) -> None:
     state.current = None
     assert registry.run("routing.step_marker", step=1).startswith(
         f"1 of {len(names) - 1}: {names[1]}")  # a waived marker is skipped
+    registry.run("routing.marker_category", category=state.markers()[0].category)
+    with pytest.raises(CommandRefused, match="all 1 marker.s. of category off-track are "
+                                             "waived"):
+        registry.run("routing.step_marker", step=1)
+    registry.run("routing.marker_category", category="")
     history_host.history.stack.undo()
     assert state.model.waived == set()
     history_host.history.stack.redo()
