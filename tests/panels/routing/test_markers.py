@@ -369,3 +369,16 @@ def test_ruler_snaps_to_tracks_and_inspector_names_net_rule_and_marker(
     menu = panel._inspector_menu
     assert [a.text() for a in menu.actions() if a.text()][-1].startswith("Export")
     menu.close()
+
+
+def test_a_wire_narrower_than_the_lef_width_is_marked(files) -> None:
+    lef = read_lef(files[0])
+    text = DEF.replace("END NETS\n", "END NETS\nSPECIALNETS 1 ;\n    - VDD + USE POWER\n"
+                       "      + ROUTED metal2 40 ( 18000 1000 ) ( 18000 9000 ) ;\n"
+                       "END SPECIALNETS\n")
+    path = files[1].with_name("narrow.def")
+    path.write_text(text)
+    found = [m for m in design_markers(read_def(path, lef), lef) if m.category == "width"]
+    assert [(m.nets, m.layer, m.box) for m in found] == [(("VDD",), "metal2",
+                                                         (18.0, 1.0, 18.0, 9.0))]
+    assert "width 0.040 µm < LEF WIDTH 0.070 µm" in found[0].text
