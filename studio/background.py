@@ -11,6 +11,7 @@ run in the middle of the caller.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -75,11 +76,22 @@ def on_main_thread() -> bool:
     return app is not None and threading.current_thread() is threading.main_thread()
 
 
+def _inside_an_asyncio_task() -> bool:
+    """Whether a coroutine (qasync runs them on the Qt thread) is being stepped: a local
+    event loop there would let the asyncio loop try to step other tasks inside this one,
+    which it refuses ("Cannot enter into task"), losing their wakeups."""
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:  # no running asyncio loop
+        return False
+
+
 def wait_responsively(work: Callable[[], T]) -> T:
     """``work()``'s result (or its exception, raised here). On the Qt main thread the work
     runs on a pool thread while a local event loop keeps painting and timers going (user
-    input is held until it is done); elsewhere it simply runs here."""
-    if not on_main_thread():
+    input is held until it is done); elsewhere, and inside a coroutine's step, it simply runs
+    here."""
+    if not on_main_thread() or _inside_an_asyncio_task():
         return work()
     outcome: list[tuple[Any, Exception | None]] = []
     loop = QEventLoop()

@@ -283,3 +283,31 @@ def test_work_waited_for_on_a_worker_hands_back_its_result_or_its_error(qapp) ->
         is False
     with pytest.raises(ZeroDivisionError):
         wait_responsively(lambda: 1 / 0)
+
+
+def test_waiting_inside_a_coroutine_loses_no_other_task(qasync_loop, qtbot) -> None:
+    """A panel opening a run's output from an engine task hashes the file: a local event loop
+    inside that task's step made the asyncio loop refuse to step the other tasks ("Cannot
+    enter into task") and their wakeups were lost (a screenshot run hung). Inside a coroutine
+    the work runs in place; every task finishes."""
+    import asyncio
+    import time
+
+    from studio.background import wait_responsively
+
+    finished: list[str] = []
+
+    async def ticker() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        finished.append("ticker")
+
+    async def opener() -> None:
+        await asyncio.sleep(0.005)
+        wait_responsively(lambda: time.sleep(0.2))
+        finished.append("opener")
+
+    tasks = [qasync_loop.create_task(ticker()), qasync_loop.create_task(opener())]
+    qtbot.waitUntil(lambda: all(task.done() for task in tasks), timeout=5000)
+    assert sorted(finished) == ["opener", "ticker"]
+    assert all(task.exception() is None for task in tasks)
