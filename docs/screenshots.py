@@ -810,23 +810,6 @@ async def _engine_reaped(window, timeout_s: float = 3.0) -> None:
         await asyncio.sleep(0.05)
 
 
-def _retry_lost_wakeups(loop, context: dict) -> None:
-    """Put back a task's wakeup that a nested Qt event loop ran inside another task's step.
-
-    ``studio.background.wait_responsively`` (a document's first hash, e.g. when a panel opens
-    a run's output from an engine event) spins a local ``QEventLoop`` inside the engine
-    client's asyncio task; qasync then runs other callbacks there, and asyncio refuses to
-    enter ``drive()``'s task inside that one ("Cannot enter into task"), dropping its wakeup:
-    the script would wait forever. The wakeup is scheduled again, after the nested loop."""
-    handle = context.get("handle")
-    exception = context.get("exception")
-    if (isinstance(exception, RuntimeError) and "Cannot enter into task" in str(exception)
-            and handle is not None and getattr(handle, "_callback", None) is not None):
-        loop.call_later(0.05, handle._callback, *handle._args)
-        return
-    loop.default_exception_handler(context)
-
-
 def _cancel_tasks(loop) -> None:
     """As studio.app does at exit: cancel what is left and let it finish."""
     pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
@@ -868,7 +851,6 @@ def main(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Studio")
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
-    loop.set_exception_handler(_retry_lost_wakeups)
 
     from studio.main_window import MainWindow
     from studio.theme import apply_theme
