@@ -20,6 +20,7 @@ rerun a run with the same parameters, or export a node with its provenance.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -336,16 +337,16 @@ class LineageRecorder(QObject):
             return
         self._seen.add(record.id)
         try:
-            path = self.record(record.id, record.method)
+            path = self.record(record.id, record.method, dict(record.inputs or {}))
         except Exception:  # the run goes on; its lineage lacks the edits
             log.exception("lineage of %s not recorded", record.id)
             return
         if path is not None:
             self.recorded.emit(record.id)
 
-    def record(self, run_id: str, method: str) -> Path | None:
+    def record(self, run_id: str, method: str, inputs: dict | None = None) -> Path | None:
         """``<workspace>/lineage/<run id>.json``: the panel, its documents and their edits."""
-        panel_id = self._panel_of(method)
+        panel_id = self._panel_of(method, inputs or {})
         history = self.window.histories.get(panel_id or "")
         if history is None:
             return None
@@ -365,8 +366,19 @@ class LineageRecorder(QObject):
                                           "panel": panel_id, "recorded": time.time(),
                                           "documents": documents})
 
-    def _panel_of(self, method: str) -> str | None:
-        """The panel that runs ``method`` (the engine's list says), else the tab in front."""
+    def _panel_of(self, method: str, inputs: dict) -> str | None:
+        """The panel whose documents the run reads (an edited DEF routed from the route
+        canvas, though the engine lists the router under the lab), else the panel that runs
+        ``method`` (the engine's list says), else the tab in front."""
+        wanted = set()
+        for value in inputs.values():
+            if isinstance(value, str) and value and not value.startswith("run:"):
+                with contextlib.suppress(OSError, ValueError):
+                    wanted.add(Path(value).resolve())
+        for panel_id, history in self.window.histories.items():
+            files = (document_file(document) for document in _documents(history))
+            if any(file is not None and Path(file.path).resolve() in wanted for file in files):
+                return panel_id
         listed = next((m for m in self.window.bridge.methods if m.get("id") == method), None)
         panel = (listed or {}).get("panel")
         if panel in self.window.panel_widgets:

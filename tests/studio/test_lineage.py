@@ -254,3 +254,19 @@ def test_the_dock_is_driven_by_commands_that_refuse_clearly(story, qtbot):
         window.command("lineage.compare", nodes="not a list")
     window.command("view.lineage", on=False)
     assert not dock.parentWidget().isVisible()
+
+
+def test_the_edits_come_from_the_panel_whose_document_the_run_reads(story):
+    """chipstar.route is listed under the lab, but a user routes the DEF edited in the route
+    canvas: the lineage holds the edits of the panel showing the run's input, not the lab's."""
+    window = story["window"]
+    window.open_panel("lab")  # the panel the engine's listing would name
+    monkey_methods = [{"id": "sketch.refine", "panel": "lab"}]
+    window.bridge.methods = monkey_methods
+    run_id = "20261202-170001-d4e5f6"
+    window.bridge.jobs.register(run_id, "sketch.refine", {"steps": 5},
+                                {"source": str(story["generated"])}, 0)
+    record = json.loads((Path(window.workspace.root) / "lineage" / f"{run_id}.json")
+                        .read_text())
+    assert record["panel"] == PANEL_ID
+    assert record["documents"][0]["labels"] == ["Move point 1"]
