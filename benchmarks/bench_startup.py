@@ -18,6 +18,7 @@ The machine's load average is reported with the numbers (other work inflates the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import resource
@@ -95,7 +96,14 @@ async def _launch_to_ready(workspace: Path, env: dict[str, str]) -> dict:
         times = psutil.Process(engine.process.pid).cpu_times()
         await client.close()
     finally:
+        # its worker may still be importing torch: end it too, so it does not load the next
+        # measurement
+        workers = psutil.Process(engine.process.pid).children(recursive=True)
         engine.kill()
+        for worker in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
+        psutil.wait_procs(workers, timeout=10)
     reasons = [e["content"].get("reason", "") for e in events
                if e.get("job") == job and e["type"] == "job_state"]
     return {"hello_s": hello_s, "listed_s": listed_s, "accepted_s": accepted_s,

@@ -2,8 +2,9 @@
 
 Started as ``python -m engine.worker --fd N`` with one end of a socket pair; speaks the
 protocol's frames with the engine. Exits when the engine closes the socket (the engine died or
-shut down), so no worker outlives its engine. With ``--warm`` torch is imported before
-``ready``; its threads are limited to ``--threads`` so the GUI keeps a core.
+shut down, even in the middle of its warm import), so no worker outlives its engine. With
+``--warm`` torch is imported before ``ready``; its threads are limited to ``--threads`` so
+the GUI keeps a core.
 """
 
 from __future__ import annotations
@@ -53,8 +54,12 @@ class Worker:
             pass
         os._exit(0)  # the engine is gone: never outlive it
 
-    def serve(self) -> None:
+    def start_reader(self) -> None:
+        """Started before the warm import: an engine that dies meanwhile ends us at once,
+        not after seconds of importing torch for nobody."""
         threading.Thread(target=self.read_forever, daemon=True, name="worker-reader").start()
+
+    def serve(self) -> None:
         self.send({"type": "ready", "pid": os.getpid(), "devices": available_devices()})
         while (message := self.inbox.get()) is not None:
             if message["type"] == "run":
@@ -175,11 +180,13 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(args.threads)  # torch reads these when it is first imported
+    worker = Worker(socket.socket(fileno=args.fd), threads=args.threads)
+    worker.start_reader()
     if args.warm:
         with contextlib.suppress(ImportError):
             import torch  # noqa: F401  (a warm worker starts jobs without the import delay)
     try:
-        Worker(socket.socket(fileno=args.fd), threads=args.threads).serve()
+        worker.serve()
     except (OSError, protocol.ProtocolError):
         os._exit(0)  # the engine closed our socket while we were talking to it
 

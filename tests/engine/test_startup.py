@@ -108,3 +108,28 @@ async def _the_engine_accepts_a_job_before_its_worker_is_ready(fresh_engine) -> 
         assert session.states(job_id) == ["queued", "running", "succeeded"]
     finally:
         await session.client.close()
+
+
+def test_a_warm_worker_whose_engine_is_gone_exits_without_finishing_its_torch_import():
+    """The engine closes its end while the worker imports torch: the worker exits at once
+    (import timing shows torch's import never completed), it does not import for nobody."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    ours, theirs = socket.socketpair()
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "engine.worker", "--fd", str(theirs.fileno()), "--warm"],
+        pass_fds=(theirs.fileno(),), stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    theirs.close()
+    while True:  # wait until the worker has started its import of torch
+        line = worker.stderr.readline()
+        assert line, "the worker exited before importing anything"
+        if line.rstrip().endswith("| engine.protocol"):
+            break
+    ours.close()
+    assert worker.wait(timeout=60) == 0
+    finished = [ln for ln in worker.stderr.read().splitlines() if ln.rstrip().endswith("| torch")]
+    assert finished == [], "torch was imported to the end although the engine was gone"
