@@ -6,6 +6,11 @@ run's curve gains points as progress arrives), the log, and the details (paramet
 notes). The toolbar cancels, reruns (as it was, or with edited parameters), deletes, exports a
 checkpoint or the plot, and opens the run folder.
 
+Every button, menu entry and the metric chooser runs a registered command (``runs.*``,
+``app.export_checkpoint``, ``app.open``: ``studio.shell_commands``) naming the runs by id, so
+what the user does here is in the command log and a script can do it; this module keeps the
+layout, the display and the dialogs those commands open.
+
 The plot widget (pyqtgraph) is imported only when a run is first shown: start-up stays fast.
 """
 
@@ -15,15 +20,18 @@ import html
 import json
 import logging
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, Qt, QTimer, QUrl
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtCore import QItemSelectionModel, Qt, QTimer
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -43,6 +51,8 @@ from PySide6.QtWidgets import (
 )
 
 from engine.atomic import read_jsonl
+from studio.command_widgets import command_action, connect, connect_button, mark_argument
+from studio.commands import CommandError
 from studio.jobs import LOG, NOTES, PROGRESS, REMOVED, STATE, JobRecord
 from studio.runs_model import (
     COL_ELAPSED,
@@ -73,6 +83,7 @@ class RunsDock(QWidget):
         super().__init__(parent)
         self.setObjectName("runsDock")
         self.shell = shell
+        self.commands = shell.commands
         self.jobs = shell.bridge.jobs
         self.model = RunsTableModel(self.jobs, self)
         self.plot = None                                  # PlotSpecView, made on first use
@@ -94,6 +105,7 @@ class RunsDock(QWidget):
         self._log_timer.setInterval(1000 // LOG_REFRESH_HZ)
         self._log_timer.timeout.connect(self._flush_log)
         self._building_combo = False
+        self._replies: tuple[Callable | None, Callable | None] = (None, None)
         self._build()
         self._unlisten = self.jobs.listen(self._on_job_change)
         self.destroyed.connect(lambda *_: self._unlisten())
@@ -153,38 +165,47 @@ class RunsDock(QWidget):
         bar = QToolBar()
         bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
 
-        def action(text: str, slot, tip: str, shortcut=None) -> QAction:
-            act = QAction(text, self)
-            act.setToolTip(tip + (f" ({QKeySequence(shortcut).toString()})" if shortcut else ""))
+        def selection() -> dict:
+            return {"run_ids": self.selected_ids()}
+
+        def action(command_id: str, text: str, tip: str, shortcut=None, args=selection
+                   ) -> QAction:
+            act = command_action(self, self.commands, command_id, text, args)
+            act.setShortcuts([])  # the Runs menu holds the command's own key
             if shortcut is not None:
                 act.setShortcut(shortcut)
                 act.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-            act.triggered.connect(slot)
+            act.setToolTip(tip + (f" ({QKeySequence(shortcut).toString()})" if shortcut else ""))
             bar.addAction(act)
             return act
 
-        self.cancel_action = action("Cancel", lambda: self.cancel_selected(),
-                                    "Cancel the selected jobs (a second cancel kills them)")
-        self.rerun_action = action("Rerun", lambda: self.rerun_selected(),
-                                   "Run the selected run again with the same parameters")
-        self.edit_rerun_action = action("Rerun with changes…", lambda: self.rerun_selected(True),
+        self.cancel_action = action("runs.cancel", "Cancel", "Cancel the selected jobs (a "
+                                    "second cancel kills them)")
+        self.rerun_action = action("runs.rerun", "Rerun", "Run the selected run again with "
+                                   "the same parameters")
+        self.edit_rerun_action = action("runs.rerun_with_changes", "Rerun with changes…",
                                         "Edit the parameters and run again")
         bar.addSeparator()
-        self.delete_action = action("Delete", lambda: self.delete_selected(),
-                                    "Delete the selected runs and their folders",
-                                    QKeySequence.StandardKey.Delete)
+        # no run_ids: the command asks before deleting the selection
+        self.delete_action = action("runs.delete", "Delete", "Delete the selected runs and "
+                                    "their folders", QKeySequence.StandardKey.Delete, dict)
         self.checkpoint_button = QToolButton()
         self.checkpoint_button.setText("Export checkpoint")
-        self.checkpoint_button.setToolTip("Copy a checkpoint of the run to a folder")
         self.checkpoint_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.checkpoint_menu = QMenu(self.checkpoint_button)
         self.checkpoint_menu.aboutToShow.connect(self._fill_checkpoint_menu)
         self.checkpoint_button.setMenu(self.checkpoint_menu)
+        mark_argument(self.checkpoint_button, "app.export_checkpoint")  # it asks which one
         bar.addWidget(self.checkpoint_button)
-        self.export_plot_action = action("Export plot…", lambda: self.export_plot(),
-                                         "Save the metrics plot as PNG, SVG or PDF")
-        self.folder_action = action("Open folder", lambda: self.open_folder(),
-                                    "Open the run folder in the file manager")
+        self.export_plot_action = command_action(self, self.commands, "runs.export_plot",
+                                                 "Export plot…")
+        self.export_plot_action.setToolTip("Save the metrics plot as PNG, SVG or PDF")
+        bar.addAction(self.export_plot_action)
+        self.folder_action = command_action(self, self.commands, "runs.open_folder",
+                                            "Open folder",
+                                            lambda: {"run_id": self.current_id()})
+        self.folder_action.setToolTip("Open the run folder in the file manager")
+        bar.addAction(self.folder_action)
         return bar
 
     def _build_metrics_tab(self) -> QWidget:
@@ -195,7 +216,8 @@ class RunsDock(QWidget):
         row.addWidget(QLabel("Metric"))
         self.metric_combo = QComboBox()
         self.metric_combo.setMinimumWidth(140)
-        self.metric_combo.currentTextChanged.connect(self._on_metric_chosen)
+        connect(self.metric_combo.textActivated, self.metric_combo, self.commands, "runs.show",
+                lambda name: {"run_ids": list(self._shown), "metric": name})
         row.addWidget(self.metric_combo)
         self.compare_note = QLabel("")
         self.compare_note.setObjectName("emptyNote")
@@ -231,7 +253,9 @@ class RunsDock(QWidget):
                                            "workspace)")
         right.addWidget(self.notes_edit, 1)
         self.save_notes_button = QPushButton("Save notes")
-        self.save_notes_button.clicked.connect(self.save_notes)
+        connect_button(self.save_notes_button, self.commands, "runs.set_notes",
+                       lambda: {"run_id": self.current_id(),
+                                "notes": self.notes_edit.toPlainText()})
         right.addWidget(self.save_notes_button, 0, Qt.AlignmentFlag.AlignRight)
         layout.addLayout(left, 3)
         layout.addLayout(right, 2)
@@ -260,6 +284,17 @@ class RunsDock(QWidget):
         records = self.selected_records()
         return records[0] if records else None
 
+    def selected_ids(self) -> list[str]:
+        return [record.id for record in self.selected_records()]
+
+    def current_id(self) -> str:
+        record = self.current_record()
+        return record.id if record is not None else ""
+
+    def shown_records(self) -> list[JobRecord]:
+        """The runs on the plot and in the tabs (the selection, once shown)."""
+        return [r for r in (self.jobs.get(job_id) for job_id in self._shown) if r is not None]
+
     def select(self, *job_ids: str) -> None:
         selection = self.table.selectionModel()
         selection.clearSelection()
@@ -280,11 +315,15 @@ class RunsDock(QWidget):
     def _update_actions(self) -> None:
         records = self.selected_records()
         one = len(records) == 1
+        checkpoints = self.checkpoints_of(records[0]) if one else []
         self.cancel_action.setEnabled(any(r.active and r.live for r in records))
         self.rerun_action.setEnabled(bool(records) and all(r.method for r in records))
         self.edit_rerun_action.setEnabled(one and bool(records[0].method))
         self.delete_action.setEnabled(bool(records))
-        self.checkpoint_button.setEnabled(one)
+        self.checkpoint_button.setEnabled(bool(checkpoints))
+        self.checkpoint_button.setToolTip(
+            "Copy a checkpoint of the run into a folder" if checkpoints
+            else "This run saved no checkpoint" if one else "Select one run")
         self.folder_action.setEnabled(one)
         self.export_plot_action.setEnabled(bool(records))
         self.save_notes_button.setEnabled(one)
@@ -373,11 +412,23 @@ class RunsDock(QWidget):
                       provenance=self._provenance(records))
         self.plot_stack.setCurrentWidget(plot)
 
-    def _on_metric_chosen(self, name: str) -> None:
-        if self._building_combo or not name or name == self._metric:
-            return
-        self._metric = name
-        self._redraw()
+    def show_runs(self, job_ids: list[str], metric: str = "") -> None:
+        """Select these runs (``runs.show``), plotting ``metric`` once they report it."""
+        if metric:
+            self._metric = metric
+        if job_ids == self._shown:
+            self._redraw()
+        self.select(*job_ids)
+
+    def known_metrics(self, records: list[JobRecord]) -> set[str] | None:
+        """The metrics these runs reported, or ``None`` while that is not known yet (a run
+        still going, or a finished run's metrics.jsonl not read yet)."""
+        names: set[str] = set()
+        for record in records:
+            if record.active or record.id not in self._file_metrics:
+                return None
+            names.update(self._file_metrics[record.id])
+        return names
 
     def prepare_plot(self) -> None:
         """Build the (hidden) plot now, so the first run shown does not wait for it."""
@@ -471,23 +522,23 @@ class RunsDock(QWidget):
         reason = f" ({record.reason})" if record.reason else ""
         seen = "" if record.live else " · from an earlier session"
         outputs = ", ".join(f"{k}: {v}" for k, v in record.outputs.items())
-        checkpoints = ", ".join(checkpoint_names(self._run_dir(record))) or "none"
+        checkpoints = ", ".join(checkpoint_names(self.run_dir(record))) or "none"
         self.summary_label.setText(
             f"<b>{html.escape(record.method or '?')}</b> · run {record.id}{seen}<br>"
             f"{record.state}{html.escape(reason)} · seed {record.seed} · "
             f"checkpoints: {html.escape(checkpoints)}<br>"
-            f"<span style='color:gray'>{html.escape(str(self._run_dir(record)))}</span>"
+            f"<span style='color:gray'>{html.escape(str(self.run_dir(record)))}</span>"
             + (f"<br>outputs: {html.escape(outputs)}" if outputs else ""))
         self.params_view.setPlainText(json.dumps(record.params, indent=2, sort_keys=True))
         self.notes_edit.setPlainText(record.notes)
 
-    def _run_dir(self, record: JobRecord) -> Path:
+    def run_dir(self, record: JobRecord) -> Path:
         return Path(record.run_dir) if record.run_dir else self.shell.workspace.run_dir(record.id)
 
     def _provenance(self, records: list[JobRecord]) -> dict:
         for r in records:
             if r.id not in self._versions:
-                self._versions[r.id] = _code_version(self._run_dir(r))
+                self._versions[r.id] = _code_version(self.run_dir(r))
         runs = [{"run_id": r.id, "method": r.method, "params": r.params, "seed": r.seed,
                  **self._versions[r.id]} for r in records]
         if len(runs) == 1:
@@ -516,46 +567,37 @@ class RunsDock(QWidget):
         elif what == REMOVED and record.id in self._shown:
             self._show([j for j in self._shown if j != record.id])
 
-    # -- actions -------------------------------------------------------------------------------
-    def cancel_selected(self) -> None:
-        for record in self.selected_records():
-            if record.active and record.live:
-                self.shell.host.cancel_job(record.id, hard=record.state == "cancelling")
+    # -- what the commands open or do (studio.shell_commands) ----------------------------------
+    def ask_changes(self, record: JobRecord, method: dict) -> None:
+        """The run's parameters in the method's form (``runs.rerun_with_changes``)."""
+        RerunDialog(self.shell, record, method, self).open()
 
-    def rerun_selected(self, edit: bool = False) -> None:
-        records = self.selected_records()
-        if edit and len(records) == 1:
-            self.rerun_with_changes(records[0])
-            return
-        for record in records:
-            if record.method:
-                self.shell.submit(record.method, record.params, record.inputs, record.seed)
+    @contextmanager
+    def replying(self, on_accepted: Callable | None, on_error: Callable | None
+                 ) -> Iterator[None]:
+        """The engine's answer to a run submitted inside goes to these (the rerun form shows
+        a rejected parameter on its field)."""
+        self._replies = (on_accepted, on_error)
+        try:
+            yield
+        finally:
+            self._replies = (None, None)
 
-    def rerun_with_changes(self, record: JobRecord) -> None:
-        method = next((m for m in self.shell.bridge.methods if m["id"] == record.method), None)
-        if method is None:
-            self.shell.show_error("Cannot rerun", f"The engine does not list {record.method} "
-                                                  f"(it may still be starting).")
-            return
-        dialog = RerunDialog(self.shell, record, method, self)
-        dialog.open()
+    def submit_changed(self, record: JobRecord, params: dict, seed: int) -> None:
+        on_accepted, on_error = self._replies
+        self._replies = (None, None)
+        self.shell.submit(record.method, params, record.inputs, seed, on_accepted=on_accepted,
+                          on_error=on_error)
 
-    def delete_selected(self) -> None:
-        records = self.selected_records()
-        if not records:
-            return
-        busy = [r.id for r in records if r.active and r.live]
-        if busy:
-            self.shell.show_error("Cannot delete a running job",
-                                  f"Cancel {', '.join(busy)} first, then delete.")
-            return
+    def confirm_delete(self, job_ids: list[str]) -> None:
+        """Ask, then run ``runs.delete`` naming the runs (that is the line logged)."""
         box = QMessageBox(QMessageBox.Icon.Question, "Delete runs",
-                          f"Delete {len(records)} run(s) and their folders? This cannot be "
+                          f"Delete {len(job_ids)} run(s) and their folders? This cannot be "
                           f"undone.", QMessageBox.StandardButton.Yes
                           | QMessageBox.StandardButton.Cancel, self)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        ids = [r.id for r in records]
-        box.finished.connect(lambda result: self.delete_runs(ids)
+        box.finished.connect(lambda result: self.commands.trigger("runs.delete",
+                                                                  run_ids=job_ids)
                              if result == QMessageBox.StandardButton.Yes else None)
         box.finished.connect(box.deleteLater)
         box.open()
@@ -577,62 +619,76 @@ class RunsDock(QWidget):
 
         self.shell.run_in_thread(delete, on_done=deleted)
 
-    def save_notes(self) -> None:
-        record = self.current_record()
-        if record is None:
-            return
-        notes = self.notes_edit.toPlainText()
+    def save_notes_of(self, job_id: str, notes: str) -> None:
         workspace = self.shell.workspace
-        self.shell.run_in_thread(workspace.set_notes, record.id, notes,
-                                 on_done=lambda _: self.jobs.set_notes(record.id, notes))
+        self.shell.run_in_thread(workspace.set_notes, job_id, notes,
+                                 on_done=lambda _: self.jobs.set_notes(job_id, notes))
 
-    def open_folder(self) -> None:
-        record = self.current_record()
-        if record is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self._run_dir(record))))
+    def ask_plot_path(self) -> None:
+        """The export dialog, once the command that asked has returned (the dialog is modal;
+        the ``runs.export_plot`` it runs is then the user's, and logged)."""
+        from studio.widgets.figure_export import ask_export
 
-    def export_plot(self) -> None:
-        if self.plot is None or not self._shown:
-            self.shell.show_error("Nothing to export", "Select a run with metrics first.")
-            return
-        self.shell.export_plot(self.plot, self.plot.provenance)
+        def ask() -> None:
+            choice = ask_export(self.shell, "Export plot", "plot.png")
+            if choice is not None:
+                self.commands.trigger("runs.export_plot", path=str(choice.path),
+                                      dpi=choice.dpi)
+
+        QTimer.singleShot(0, ask)
+
+    def checkpoints_of(self, record: JobRecord) -> list[str]:
+        return checkpoint_names(self.run_dir(record))
+
+    def ask_checkpoint_folder(self, job_id: str, checkpoint: str) -> None:
+        dialog = QFileDialog(self, f"Export checkpoint {checkpoint} into a folder")
+        dialog.setFileMode(QFileDialog.FileMode.Directory)
+        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
+        dialog.fileSelected.connect(lambda folder: self.commands.trigger(
+            "app.export_checkpoint", run_id=job_id, checkpoint=checkpoint, folder=folder))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
 
     def _fill_checkpoint_menu(self) -> None:
         self.checkpoint_menu.clear()
         record = self.current_record()
-        names = checkpoint_names(self._run_dir(record)) if record is not None else []
-        if not names:
-            self.checkpoint_menu.addAction("This run saved no checkpoint").setEnabled(False)
-            return
-        for name in names:
-            self.checkpoint_menu.addAction(
-                name, lambda n=name, r=record: self.shell.export_checkpoint(
-                    self._run_dir(r) / "checkpoints" / n))
+        for name in self.checkpoints_of(record) if record is not None else []:
+            self.checkpoint_menu.addAction(command_action(
+                self.checkpoint_menu, self.commands, "app.export_checkpoint", name,
+                lambda n=name, r=record.id: {"run_id": r, "checkpoint": n}))
 
-    def _context_menu(self, position) -> None:
+    def context_menu(self) -> QMenu:
+        """The table's right-click menu for the selected runs."""
         menu = QMenu(self)
+        menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         for act in (self.cancel_action, self.rerun_action, self.edit_rerun_action,
                     self.delete_action, self.export_plot_action, self.folder_action):
             menu.addAction(act)
         self.add_open_actions(menu)
-        menu.popup(self.table.viewport().mapToGlobal(position))
+        return menu
+
+    def _context_menu(self, position) -> None:
+        self.context_menu().popup(self.table.viewport().mapToGlobal(position))
 
     def add_open_actions(self, menu: QMenu) -> None:
         """"Open <output> in <panel>" for each output of the selected run that a panel
-        opens (a NIfTI in the fMRI viewer, samples in the molecule inspector, …)."""
+        opens (a NIfTI in the fMRI viewer, samples in the molecule inspector, …): ``app.open``
+        with the output's path."""
         record = self.current_record()
         if record is None:
             return
         entries = []
-        for name, path in self.shell.run_outputs(self._run_dir(record), record.outputs):
+        for name, path in self.shell.run_outputs(self.run_dir(record), record.outputs):
             entry = self.shell.panel_for_file(path)
             if entry is not None:
                 entries.append((f"Open {name} in {entry.title}", path))
         if entries:
             menu.addSeparator()
         for text, path in entries:
-            action = menu.addAction(text, lambda p=path: self.shell.open_paths([str(p)]))
+            action = command_action(menu, self.commands, "app.open", text,
+                                    lambda p=path: {"paths": [str(p)]})
             action.setToolTip(str(path))
+            menu.addAction(action)
 
 
 class RerunDialog(QDialog):
@@ -668,12 +724,18 @@ class RerunDialog(QDialog):
         layout.addWidget(buttons)
 
     def submit(self) -> None:
+        """Run ``runs.rerun_with_changes`` with the form's values (logged as the user's);
+        the engine's rejection comes back onto the fields."""
         if self.form.validate():
             return
         self.run_button.setEnabled(False)
-        self.shell.submit(self.record.method, self.form.values(), self.record.inputs,
-                          self.seed.value(), on_accepted=lambda _job: self.accept(),
-                          on_error=self._show_error)
+        try:
+            with self.shell.runs_dock.replying(lambda _job: self.accept(), self._show_error):
+                self.shell.commands.run_as_user(
+                    "runs.rerun_with_changes", run_ids=[self.record.id],
+                    params=self.form.values(), seed=self.seed.value())
+        except CommandError as exc:
+            self._show_error(str(exc))
 
     def _show_error(self, message: str) -> None:
         from studio.widgets.schema import errors_from_message

@@ -59,3 +59,45 @@ class PaperArgs(CommandArgs):
 class ReproduceClaimArgs(PaperArgs):
     profile: Literal["smoke", "cpu", "gpu"] = Field("cpu", description="the profile whose "
                                                     "pre-registered settings it runs with")
+
+
+# the runs dock (studio.runs_dock) and the welcome page (studio.welcome)
+class RerunChangesArgs(RunsArgs):
+    params: dict[str, Any] | None = Field(None, description="the parameters that change (the "
+                                          "others as the run had them); none: edit them in a form")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="the new run's seed")
+
+
+class RunArgs(CommandArgs):
+    run_id: str = Field("", description="the run's id (empty: the run selected in the dock)")
+
+
+class NotesArgs(RunArgs):
+    notes: str = Field(description="the notes kept with the run in the workspace")
+
+
+class CheckpointArgs(RunArgs):
+    checkpoint: str = Field("", description="the checkpoint's folder name under the run's "
+                                            "checkpoints/ (empty: choose it)")
+    folder: str = Field("", description="the folder it is copied into (empty: choose it)")
+
+
+class ShowRunsArgs(RunsArgs):
+    metric: str = Field("", description="the metric plotted (empty: as it is)")
+
+
+class RunsPlotArgs(CommandArgs):
+    path: str = Field("", description="the figure's file, .png, .svg or .pdf (empty: choose)")
+    dpi: int | None = Field(None, ge=36, le=1200, description="resolution of a PNG")
+
+
+class PaperSlugArgs(CommandArgs):
+    paper: str = Field(description="the paper's slug (eos, scicl, …), as its card shows it")
+
+
+class ComingArgs(PaperSlugArgs):
+    on: bool | None = Field(None, description="shown; none: the other way round")
+
+
+class FilterArgs(CommandArgs):
+    text: str = Field("", description="words every card shown contains (empty: all)")

@@ -8,6 +8,8 @@ and scripts. A command that only asks the user for its arguments (File > Open's 
 
 from __future__ import annotations
 
+import difflib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from studio.commands import PROMPTED, Command, CommandRegistry, Refusal
@@ -15,16 +17,25 @@ from studio.commands import PROMPTED, Command, CommandRegistry, Refusal
 if TYPE_CHECKING:
     from studio.shell_command_args import (
         CancelArgs,
+        CheckpointArgs,
+        ComingArgs,
         ExportArgs,
+        FilterArgs,
         MethodArgs,
+        NotesArgs,
         OpenArgs,
         PanelArgs,
+        PaperSlugArgs,
+        RerunChangesArgs,
+        RunArgs,
         RunsArgs,
+        RunsPlotArgs,
         ShowArgs,
+        ShowRunsArgs,
         ThemeArgs,
     )
 
-SCOPES = ("app", "edit", "view", "runs", "engine", "help")
+SCOPES = ("app", "edit", "view", "runs", "engine", "help", "welcome")
 ARGS = "studio.shell_command_args:"   # the argument models, imported on first use
 
 
@@ -55,11 +66,29 @@ def export_figure(window, args: ExportArgs):
     return True
 
 
-def export_checkpoint(window, _args: None):
-    if window.runs_dock.current_record() is None:
-        raise Refusal("select a run in the runs dock first")
-    window.export_selected_checkpoint()
-    return PROMPTED
+def export_checkpoint(window, args: CheckpointArgs):
+    """Copy ``checkpoints/<checkpoint>/`` of a run into a folder; what is not named is asked
+    (the dock's list of the run's checkpoints, then a folder dialog)."""
+    record = _record(window, args)
+    dock = window.runs_dock
+    names = dock.checkpoints_of(record)
+    if not names:
+        raise Refusal(f"run {record.id} saved no checkpoint")
+    if not args.checkpoint:
+        dock.select(record.id)
+        dock.checkpoint_button.showMenu()
+        return PROMPTED
+    if args.checkpoint not in names:
+        raise Refusal(f"run {record.id} has no checkpoint {args.checkpoint!r} (it has "
+                      f"{', '.join(names)})")
+    if not args.folder:
+        dock.ask_checkpoint_folder(record.id, args.checkpoint)
+        return PROMPTED
+    if not Path(args.folder).is_dir():
+        raise Refusal(f"{args.folder} is not a folder")
+    window.export_checkpoint_to(dock.run_dir(record) / "checkpoints" / args.checkpoint,
+                                args.folder)
+    return True
 
 
 def settings(window, _args: None):
@@ -164,40 +193,135 @@ def palette(window, _args: None):
 # -- runs and the engine -----------------------------------------------------------------------
 
 
-def _records(window, run_ids: list[str]) -> list:
-    if not run_ids:
+def _run(window, run_id: str):
+    record = window.bridge.jobs.get(run_id)
+    if record is None:
+        raise Refusal(f"no run {run_id!r} in the workspace {window.workspace.root}")
+    return record
+
+
+def _records(window, args: RunsArgs) -> list:
+    """The runs ``args.run_ids`` names, or the ones selected in the dock; these are written
+    back into ``args``, so the command log names the runs acted on, not "the selection"."""
+    if not args.run_ids:
         records = window.runs_dock.selected_records()
         if not records:
             raise Refusal("select runs in the runs dock (or name run_ids)")
+        args.run_ids = [record.id for record in records]
         return records
-    records = []
-    for run_id in run_ids:
-        record = window.bridge.jobs.get(run_id)
-        if record is None:
-            raise Refusal(f"no run {run_id!r} in the workspace {window.workspace.root}")
-        records.append(record)
-    return records
+    return [_run(window, run_id) for run_id in args.run_ids]
+
+
+def _record(window, args: RunArgs):
+    """The run ``args.run_id`` names, or the one selected (written back, as ``_records``)."""
+    if args.run_id:
+        return _run(window, args.run_id)
+    record = window.runs_dock.current_record()
+    if record is None:
+        raise Refusal("select a run in the runs dock first (or name run_id)")
+    args.run_id = record.id
+    return record
+
+
+def _method_of(record) -> str:
+    if not record.method:
+        raise Refusal(f"run {record.id} does not say which method made it")
+    return record.method
 
 
 def rerun(window, args: RunsArgs) -> bool:
-    for record in _records(window, args.run_ids):
-        if not record.method:
-            raise Refusal(f"run {record.id} does not say which method made it")
-    for record in _records(window, args.run_ids):
+    records = _records(window, args)
+    for record in records:
+        _method_of(record)
+    for record in records:
         window.submit(record.method, record.params, record.inputs, record.seed)
     return True
 
 
-def rerun_with_changes(window, args: RunsArgs):
-    records = _records(window, args.run_ids)
+def rerun_with_changes(window, args: RerunChangesArgs):
+    """One run again with some parameters (or the seed) changed; none given: the run's
+    parameters in the method's form, whose Run runs this command with them."""
+    records = _records(window, args)
     if len(records) != 1:
         raise Refusal(f"choose one run to change, not {len(records)}")
-    window.runs_dock.rerun_with_changes(records[0])
-    return PROMPTED
+    record = records[0]
+    method = next((m for m in window.bridge.methods if m["id"] == _method_of(record)), None)
+    if method is None:
+        raise Refusal(f"the engine does not list {record.method} (it may still be starting)")
+    if args.params is None and args.seed is None:
+        window.runs_dock.ask_changes(record, method)
+        return PROMPTED
+    params = {**record.params, **(args.params or {})}
+    seed = record.seed if args.seed is None else args.seed
+    window.runs_dock.submit_changed(record, params, seed)
+    return True
+
+
+def delete_runs(window, args: RunsArgs):
+    """Delete runs and their folders: named ones at once, the selected ones (none named)
+    after the user confirms. A queued or running run is refused."""
+    asked = not args.run_ids
+    records = _records(window, args)
+    busy = [record.id for record in records if record.active and record.live]
+    if busy:
+        raise Refusal(f"{', '.join(busy)} {'is' if len(busy) == 1 else 'are'} still queued "
+                      "or running: cancel first, then delete")
+    if asked:
+        window.runs_dock.confirm_delete(args.run_ids)
+        return PROMPTED
+    window.runs_dock.delete_runs(args.run_ids)
+    return True
+
+
+def show_runs_of(window, args: ShowRunsArgs) -> bool:
+    """Select runs in the dock (several: their curves overlaid) and choose the metric."""
+    dock = window.runs_dock
+    if args.run_ids:
+        records = [_run(window, run_id) for run_id in args.run_ids]
+    else:
+        records = dock.shown_records()
+        if not records:
+            raise Refusal("no run is shown: name run_ids")
+    if args.metric:
+        known = dock.known_metrics(records)
+        if known is not None and args.metric not in known:
+            raise Refusal(f"no metric {args.metric!r} in {', '.join(r.id for r in records)} "
+                          f"(they report {', '.join(sorted(known)) or 'none'})")
+    window.runs_dock_widget.show()
+    window.runs_dock_widget.raise_()
+    dock.show_runs([record.id for record in records], args.metric)
+    return True
+
+
+def export_runs_plot(window, args: RunsPlotArgs):
+    """The runs dock's plot (the runs shown) as PNG, SVG or PDF; no path: asked."""
+    dock = window.runs_dock
+    if dock.plot is None or not dock.shown_records() \
+            or dock.plot_stack.currentWidget() is not dock.plot:
+        raise Refusal("the runs dock shows no curve: select a run with metrics first")
+    if not args.path:
+        dock.ask_plot_path()
+        return PROMPTED
+    target = Path(args.path)
+    if target.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise Refusal(f"{target.name}: write .png, .svg or .pdf")
+    if not target.parent.is_dir():
+        raise Refusal(f"{target.parent} is not a folder")
+    window.export_plot_to(dock.plot, target, dpi=args.dpi)
+    return True
+
+
+def open_run_folder(window, args: RunArgs) -> bool:
+    return window.open_externally(window.runs_dock.run_dir(_record(window, args)))
+
+
+def set_notes(window, args: NotesArgs) -> bool:
+    window.runs_dock.save_notes_of(_record(window, args).id, args.notes)
+    return True
 
 
 def cancel(window, args: CancelArgs) -> bool:
-    active = [r for r in _records(window, args.run_ids) if r.active and r.live]
+    active = [r for r in _records(window, args) if r.active and r.live]
     if not active:
         raise Refusal("none of these runs is queued or running")
     for record in active:
@@ -222,6 +346,43 @@ def run_method(window, args: MethodArgs) -> bool:
         raise Refusal(f"the engine has no method {args.method!r}")
     window.submit(args.method, dict(args.params), dict(args.inputs) or None, args.seed)
     return True
+
+
+# -- the welcome page --------------------------------------------------------------------------
+
+
+def _card(window, slug: str):
+    card = window.welcome.card(slug)
+    if card is None:
+        known = [c.paper.slug for c in window.welcome.cards]
+        close = difflib.get_close_matches(slug, known, n=3)
+        raise Refusal(f"no paper {slug!r}" + (f" (did you mean {', '.join(close)}?)" if close
+                                             else f" (papers: {', '.join(sorted(known))})"))
+    return card
+
+
+def open_paper(window, args: PaperSlugArgs) -> bool:
+    """The panel that runs a paper's methods, on that paper."""
+    paper = _card(window, args.paper).paper
+    if not paper.available:
+        raise Refusal(f"{paper.title} is not available yet (coming to the "
+                      f"{paper.panel_title}: {paper.coming})")
+    window.open_paper(paper.slug)
+    return True
+
+
+def show_coming(window, args: ComingArgs) -> bool:
+    card = _card(window, args.paper)
+    if card.paper.available:
+        raise Refusal(f"{card.paper.title} is available now: welcome.open_paper opens it")
+    card.show_coming(not card.coming_label.isVisibleTo(card) if args.on is None else args.on)
+    return True
+
+
+def filter_papers(window, args: FilterArgs) -> int:
+    """Show the cards whose paper has every word; returns how many are shown."""
+    window.welcome.set_filter(args.text)
+    return len(window.welcome.visible_papers())
 
 
 # -- help --------------------------------------------------------------------------------------
@@ -249,8 +410,9 @@ COMMANDS = [
     Command("app.export_figure", "Export the figure", "The figure of the tab in front (or "
             "the selected run's plot) as PNG, SVG or PDF with its provenance.",
             export_figure, ARGS + "ExportArgs", shortcut="Ctrl+E", menu="File/Export plot…"),
-    Command("app.export_checkpoint", "Export a checkpoint", "Copy a checkpoint of the "
-            "selected run to a folder.", export_checkpoint, menu="File/Export checkpoint…"),
+    Command("app.export_checkpoint", "Export a checkpoint", "Copy a checkpoint of a run "
+            "(the selected one) into a folder.", export_checkpoint, ARGS + "CheckpointArgs",
+            menu="File/Export checkpoint…"),
     Command("app.settings", "Open the settings", "Workspace, device, cluster, theme and "
             "reader budgets.", settings, shortcut="Ctrl+,", menu="File/Settings…"),
     Command("app.quit", "Quit Studio", "Close the window and stop the engine.", quit_app,
@@ -284,10 +446,27 @@ COMMANDS = [
     Command("runs.rerun", "Rerun runs", "Run the selected runs again with the same "
             "parameters.", rerun, ARGS + "RunsArgs", shortcut="F5", menu="Runs/Rerun selected"),
     Command("runs.rerun_with_changes", "Rerun with changes", "Change a run's parameters and "
-            "run it again.", rerun_with_changes, ARGS + "RunsArgs", shortcut="Shift+F5",
+            "run it again.", rerun_with_changes, ARGS + "RerunChangesArgs", shortcut="Shift+F5",
             menu="Runs/Rerun with changes…"),
     Command("runs.cancel", "Cancel runs", "Cancel queued or running runs.", cancel,
             ARGS + "CancelArgs", shortcut="Ctrl+.", menu="Runs/Cancel selected"),
+    Command("runs.delete", "Delete runs", "Delete finished runs and their folders (the "
+            "selected ones after asking).", delete_runs, ARGS + "RunsArgs"),
+    Command("runs.show", "Show or compare runs", "Select runs in the runs dock, several "
+            "overlaid on one plot, and choose the metric.", show_runs_of,
+            ARGS + "ShowRunsArgs"),
+    Command("runs.export_plot", "Export the runs plot", "The runs dock's curves as PNG, SVG "
+            "or PDF with the runs' provenance.", export_runs_plot, ARGS + "RunsPlotArgs"),
+    Command("runs.open_folder", "Open a run's folder", "The run folder in the file manager.",
+            open_run_folder, ARGS + "RunArgs"),
+    Command("runs.set_notes", "Save a run's notes", "Keep notes with a run in the workspace.",
+            set_notes, ARGS + "NotesArgs"),
+    Command("welcome.open_paper", "Open a paper", "Open the panel that runs a paper's "
+            "methods, on that paper.", open_paper, ARGS + "PaperSlugArgs"),
+    Command("welcome.show_coming", "Show what is coming", "What a paper not available yet "
+            "will offer, on its card.", show_coming, ARGS + "ComingArgs"),
+    Command("welcome.filter", "Filter the papers", "Show the papers' cards that have every "
+            "word.", filter_papers, ARGS + "FilterArgs", log_last_only=True),
     Command("engine.restart", "Restart the engine", "Stop the engine process and start a "
             "new one.", restart_engine, shortcut="Ctrl+Shift+F5", menu="Engine/Restart engine"),
     Command("engine.show_log", "Show the engine log", "Open engine.log.", show_engine_log,

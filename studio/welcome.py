@@ -1,9 +1,16 @@
-"""The first page: the nineteen papers, each opening its panel, and the files opened lately."""
+"""The first page: the nineteen papers, each opening its panel, and the files opened lately.
+
+Its buttons run registered commands (``studio.command_widgets``): a card's Open runs
+``welcome.open_paper``, "What's coming" ``welcome.show_coming``, the filter ``welcome.filter``,
+"Open a file…" and a recent file ``app.open`` (``studio.shell_commands``). The page finds the
+registry of the window it is in when a button is clicked, unless it was given one.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -21,6 +28,8 @@ from PySide6.QtWidgets import (
 )
 
 from studio.catalogue import Paper
+from studio.command_widgets import connect, connect_button
+from studio.commands import Command, CommandRegistry
 
 CARD_MIN_WIDTH = 360
 CARD_SPACING = 12
@@ -40,12 +49,35 @@ def _label(text: str, name: str = "", wrap: bool = False, **properties: str) -> 
     return label
 
 
+class WindowCommands:
+    """The command registry of the window a widget is in, looked up when a command runs: the
+    page is built before it is placed in the window. Outside a window with commands (the page
+    shown alone) a command is handed to ``fallback(id, args)``."""
+
+    def __init__(self, widget: QWidget, fallback) -> None:
+        self._widget = widget
+        self._fallback = fallback
+
+    def _registry(self) -> CommandRegistry | None:
+        registry = getattr(self._widget.window(), "commands", None)
+        return registry if isinstance(registry, CommandRegistry) else None
+
+    def get(self, command_id: str) -> Command | None:
+        registry = self._registry()
+        return registry.get(command_id) if registry is not None else None
+
+    def trigger(self, command_id: str, /, **args: Any) -> Any:
+        registry = self._registry()
+        if registry is None:
+            return self._fallback(command_id, args)
+        return registry.trigger(command_id, **args)
+
+
 class PaperCard(QFrame):
     """One paper: title, one line, where it lives, and Open (or what is coming)."""
 
-    open_requested = Signal(str)
-
-    def __init__(self, paper: Paper, parent: QWidget | None = None) -> None:
+    def __init__(self, paper: Paper, commands: CommandRegistry | WindowCommands,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.paper = paper
         self.filtered_out = False
@@ -79,15 +111,24 @@ class PaperCard(QFrame):
         if paper.available:
             self.button = QPushButton(f"Open in {paper.panel_title}")
             self.button.setProperty("primary", "true")
-            self.button.clicked.connect(lambda: self.open_requested.emit(paper.slug))
+            connect_button(self.button, commands, "welcome.open_paper",
+                           lambda: {"paper": paper.slug})
         else:
             self.button = QPushButton("What's coming")
             self.button.setCheckable(True)
             self.button.setToolTip(paper.coming)
-            self.button.toggled.connect(self.coming_label.setVisible)
+            connect(self.button.toggled, self.button, commands, "welcome.show_coming",
+                    lambda on: {"paper": paper.slug, "on": on})
         self.button.setCursor(Qt.CursorShape.PointingHandCursor)
         row.addWidget(self.button)
         layout.addLayout(row)
+
+    def show_coming(self, on: bool) -> None:
+        """What the paper will offer, shown under its line (``welcome.show_coming``)."""
+        self.coming_label.setVisible(on)
+        self.button.blockSignals(True)  # the button shows the state; it asked for it
+        self.button.setChecked(on)
+        self.button.blockSignals(False)
 
     def matches(self, text: str) -> bool:
         text = text.strip().lower()
@@ -102,17 +143,19 @@ class PaperCard(QFrame):
 class WelcomePage(QWidget):
     """Cards grouped by panel (the lab first), a filter, and recent files on the side."""
 
+    # what a button asks when the page is not in a window with commands (shown alone)
     paper_requested = Signal(str)       # slug of an available paper
     file_requested = Signal(str)        # a recent file to open again
     open_file_requested = Signal()      # "Open a file…"
 
-    def __init__(self, papers: tuple[Paper, ...], parent: QWidget | None = None) -> None:
+    def __init__(self, papers: tuple[Paper, ...], parent: QWidget | None = None,
+                 registry: CommandRegistry | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("welcomePage")
-        self.cards: list[PaperCard] = [PaperCard(paper) for paper in papers]
-        for card in self.cards:
-            card.open_requested.connect(self.paper_requested)
+        self.commands = registry or WindowCommands(self, self._without_window)
+        self.cards: list[PaperCard] = [PaperCard(paper, self.commands) for paper in papers]
         self._columns = 0
+        self._filtered_by = ""
 
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -140,7 +183,9 @@ class WelcomePage(QWidget):
         self.filter.setObjectName("paperFilter")
         self.filter.setPlaceholderText("Filter papers (title, topic, panel)…")
         self.filter.setClearButtonEnabled(True)
-        self.filter.textChanged.connect(self._apply_filter)
+        connect(self.filter.textEdited, self.filter, self.commands, "welcome.filter",
+                lambda text: {"text": text})
+        self.filter.textChanged.connect(self._apply_filter)  # the clear button too
         self._content_layout.addWidget(self.filter)
 
         self._sections: list[tuple[QLabel, QWidget, QGridLayout, list[PaperCard]]] = []
@@ -174,7 +219,7 @@ class WelcomePage(QWidget):
         open_button = QPushButton("Open a file…")
         open_button.setProperty("primary", "true")
         open_button.setToolTip("Open a data file (Ctrl+O), or drop it on the window")
-        open_button.clicked.connect(self.open_file_requested)
+        connect_button(open_button, self.commands, "app.open")
         layout.addWidget(open_button)
         layout.addWidget(_label("or drop files anywhere on the window", "emptyNote", wrap=True))
         layout.addSpacing(14)
@@ -203,7 +248,7 @@ class WelcomePage(QWidget):
             button.setToolTip(path)
             button.setCursor(Qt.CursorShape.PointingHandCursor)
             button.setEnabled(os.path.exists(path))
-            button.clicked.connect(lambda _=False, p=path: self.file_requested.emit(p))
+            connect_button(button, self.commands, "app.open", lambda p=path: {"paths": [p]})
             self._recent_layout.addWidget(button)
 
     # -- layout --------------------------------------------------------------------------------
@@ -227,6 +272,7 @@ class WelcomePage(QWidget):
                 grid.setColumnStretch(column, 1 if column < columns else 0)
 
     def _apply_filter(self, text: str) -> None:
+        self._filtered_by = text
         shown = 0
         for heading, host, _grid, cards in self._sections:
             any_shown = False
@@ -243,6 +289,33 @@ class WelcomePage(QWidget):
 
     def visible_papers(self) -> list[str]:
         return [card.paper.slug for card in self.cards if not card.filtered_out]
+
+    def card(self, slug: str) -> PaperCard | None:
+        return next((card for card in self.cards if card.paper.slug == slug), None)
+
+    def set_filter(self, text: str) -> None:
+        """Show the cards that have every word (``welcome.filter``)."""
+        if self.filter.text() != text:
+            self.filter.setText(text)  # textChanged applies it
+        elif self._filtered_by != text:
+            self._apply_filter(text)
+
+    def _without_window(self, command_id: str, args: dict) -> None:
+        """Outside a window with commands: say what was asked by the page's signals."""
+        if command_id == "app.open":
+            if args.get("paths"):
+                for path in args["paths"]:
+                    self.file_requested.emit(path)
+            else:
+                self.open_file_requested.emit()
+        elif command_id == "welcome.open_paper":
+            self.paper_requested.emit(args["paper"])
+        elif command_id == "welcome.show_coming":
+            card = self.card(args["paper"])
+            if card is not None:
+                card.show_coming(bool(args["on"]))
+        elif command_id == "welcome.filter":
+            self.set_filter(args["text"])
 
 
 def _group_by_panel(cards: list[PaperCard]) -> list[tuple[str, list[PaperCard]]]:
