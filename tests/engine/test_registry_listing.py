@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 
 METHOD_FILE = """
-from pydantic import Field
-
-from engine.api import MethodParams, MethodSpec
+from engine.api import MethodSpec
 from listing_demo_params import DemoParams
 
 
