@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QTabBar,
     QToolBar,
+    QToolButton,
     QWidget,
 )
 
@@ -66,6 +67,9 @@ def panel_controls(panel: QWidget) -> list[tuple[str, object]]:
         parent = button.parentWidget()
         if any(isinstance(parent, part) for part in QT_PARTS):
             continue
+        if isinstance(button, QToolButton) and (button.defaultAction() is not None
+                                                or button.objectName() == "qt_toolbar_ext_button"):
+            continue  # a toolbar's button for an action (the action is walked) or its ">>"
         found.append((f"button {button.text() or button.objectName()!r}", button))
     for action in panel.findChildren(QAction):
         if not action.isSeparator() and action.text():
@@ -95,6 +99,45 @@ def test_every_control_of_the_panel_runs_a_command(main_window, panel_id) -> Non
     controls = panel_controls(panel)
     assert controls, f"the {panel_id} panel has no buttons?"
     assert unmapped(controls, main_window.commands) == []
+
+
+def test_every_control_of_the_runs_dock_runs_a_command(main_window, tmp_path) -> None:
+    """The toolbar, the notes, the checkpoint list and the right-click menu of a run with a
+    checkpoint and an output a panel opens."""
+    run_dir = tmp_path / "runs" / "20260101-000000-abcdef"
+    (run_dir / "checkpoints" / "model").mkdir(parents=True)
+    (run_dir / "samples.smi").write_text("CCO\n")
+    record = main_window.bridge.jobs.register("20260101-000000-abcdef", "diag.count", {},
+                                              run_dir=str(run_dir))
+    record.state, record.outputs = "succeeded", {"samples": "samples.smi"}
+    dock = main_window.runs_dock
+    dock.select(record.id)
+    dock.checkpoint_menu.aboutToShow.emit()
+    menu = dock.context_menu()
+    controls = panel_controls(dock) + [(f"context {a.text()!r}", a) for a in menu.actions()
+                                       if not a.isSeparator()]
+    assert unmapped(controls, main_window.commands) == []
+    by_id = {command_id for _where, control in controls for command_id in commands_of(control)}
+    assert by_id == {"runs.cancel", "runs.rerun", "runs.rerun_with_changes", "runs.delete",
+                     "runs.export_plot", "runs.open_folder", "runs.set_notes",
+                     "app.export_checkpoint", "app.open"}
+    assert commands_of(dock.metric_combo) == ["runs.show"]
+    opened = [a for a in menu.actions() if a.text() == "Open samples in Molecules"]
+    assert len(opened) == 1 and commands_of(opened[0]) == ["app.open"]
+
+
+def test_every_control_of_the_welcome_page_runs_a_command(main_window, tmp_path) -> None:
+    recent = tmp_path / "mine.smi"
+    recent.write_text("CCO\n")
+    main_window.remember_file(recent)
+    welcome = main_window.welcome
+    controls = panel_controls(welcome)
+    assert unmapped(controls, main_window.commands) == []
+    by_id = {command_id for _where, control in controls for command_id in commands_of(control)}
+    available = {card.paper.available for card in welcome.cards}
+    assert by_id == {"app.open", "welcome.open_paper"} | (
+        {"welcome.show_coming"} if False in available else set())
+    assert commands_of(welcome.filter) == ["welcome.filter"]
 
 
 def test_menu_shortcuts_are_the_commands_shortcuts(main_window) -> None:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from engine.workspace import Workspace
+from studio.commands import CommandRefused
 from studio.main_window import MainWindow
 from tests.conftest import qt_asyncio_loop
 
@@ -95,7 +96,14 @@ def test_cancel_from_the_runs_dock(ready_window, qtbot):
     wait_state(ready_window, qtbot, job, "running")
     dock.select(job)
     assert dock.cancel_action.isEnabled()
+    seen = []
+    ready_window.commands.listen(seen.append)
+    # a run still going is not deleted: the refusal says so and the run goes on
+    with pytest.raises(CommandRefused, match=f"{job} is still queued or running"):
+        ready_window.command("runs.delete", run_ids=[job])
+    assert ready_window.bridge.jobs.get(job).state == "running"
     dock.cancel_action.trigger()
+    assert seen[-1].python() == f'studio.command("runs.cancel", run_ids=["{job}"])'
     wait_state(ready_window, qtbot, job, "cancelled")
     assert ready_window.bridge.jobs.get(job).step < 1000
     assert Workspace(ready_window.workspace.root).run(job)["state"] == "cancelled"
@@ -116,9 +124,15 @@ def test_rerun_with_edited_parameters_and_compare(ready_window, qtbot):
     known = {r.id for r in ready_window.bridge.jobs.records()}
     results = []
     dialog.finished.connect(results.append)
+    seen = []
+    ready_window.commands.listen(seen.append)
     dialog.submit()
     qtbot.waitUntil(lambda: bool(results), timeout=TIMEOUT_MS)
     assert results == [dialog.DialogCode.Accepted]
+    # the form's Run is a command a script can repeat
+    assert seen[-1].source == "user" and seen[-1].python() == (
+        f'studio.command("runs.rerun_with_changes", run_ids=["{first}"], '
+        f'params={{"steps": 9, "delay_s": 0.0}}, seed=3)')
     second = next(r.id for r in ready_window.bridge.jobs.records() if r.id not in known)
     wait_state(ready_window, qtbot, second, "succeeded")
     assert ready_window.bridge.jobs.get(second).params == {"steps": 9, "delay_s": 0.0}
@@ -174,7 +188,7 @@ def test_history_notes_delete_and_export(ready_window, qtbot, tmp_path, studio_s
     # notes are kept in the workspace
     workspace_dir = ready_window.workspace.root
     dock.notes_edit.setPlainText("lr too high?")
-    dock.save_notes()
+    dock.save_notes_button.click()  # runs.set_notes
     qtbot.waitUntil(lambda: Workspace(workspace_dir).run(job)["notes"] == "lr too high?",
                     timeout=TIMEOUT_MS)
 
