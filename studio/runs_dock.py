@@ -687,6 +687,7 @@ class RunsDock(QWidget):
         for text, path in entries:
             action = command_action(menu, self.commands, "app.open", text,
                                     lambda p=path: {"paths": [str(p)]})
+            action.setShortcuts([])  # Ctrl+O is File > Open's
             action.setToolTip(str(path))
             menu.addAction(action)
 

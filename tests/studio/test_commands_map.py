@@ -124,6 +124,7 @@ def test_every_control_of_the_runs_dock_runs_a_command(main_window, tmp_path) ->
     assert commands_of(dock.metric_combo) == ["runs.show"]
     opened = [a for a in menu.actions() if a.text() == "Open samples in Molecules"]
     assert len(opened) == 1 and commands_of(opened[0]) == ["app.open"]
+    assert opened[0].shortcuts() == []  # Ctrl+O stays File > Open's alone
 
 
 def test_every_control_of_the_welcome_page_runs_a_command(main_window, tmp_path) -> None:
