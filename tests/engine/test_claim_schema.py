@@ -156,7 +156,7 @@ def test_the_claim_records_its_profile_and_marks_other_settings_exploratory(tmp_
     assert outside["profile"] == "cpu" and "overrides" not in outside
 
 
-@pytest.mark.parametrize("slug", ["eos", "scicl"])
+@pytest.mark.parametrize("slug", ["scicl", "causal_fairness"])  # papers not yet on their v2 spec
 def test_real_smoke_reproductions_return_the_schema_marked_v1(tmp_path, slug):
     import importlib
 
