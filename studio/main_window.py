@@ -134,10 +134,7 @@ class MainWindow(QMainWindow):
         self.tabs.setMovable(True)
         self.tabs.tabCloseRequested.connect(self.close_tab)
         self.tabs.currentChanged.connect(self._on_tab_changed)
-        self.welcome = WelcomePage(catalogue.load_catalogue())
-        self.welcome.paper_requested.connect(self.open_paper)
-        self.welcome.file_requested.connect(lambda path: self.open_paths([path]))
-        self.welcome.open_file_requested.connect(self.ask_open_files)
+        self.welcome = WelcomePage(catalogue.load_catalogue(), registry=self.commands)
         self.welcome.set_recent_files(self.settings.recent_files())
         self.tabs.addTab(self.welcome, "Welcome")
         for side in (self.tabs.tabBar().ButtonPosition.RightSide,
@@ -731,21 +728,6 @@ class MainWindow(QMainWindow):
         shown = {"title": spec.get("title"), "x": spec.get("xlabel"), "y": spec.get("ylabel"),
                  "series": [series.get("name") for series in spec.get("series", [])]}
         return provenance.record(view=shown, runs=runs, exported_by="Studio", **given)
-
-    def export_selected_checkpoint(self) -> None:
-        record = self.runs_dock.current_record()
-        if record is None:
-            self.show_error("No run selected", "Select a run in the runs dock first.")
-            return
-        self.runs_dock.checkpoint_button.showMenu()
-
-    def export_checkpoint(self, source: Path) -> None:
-        dialog = QFileDialog(self, f"Export checkpoint {source.name} into a folder")
-        dialog.setFileMode(QFileDialog.FileMode.Directory)
-        dialog.setOption(QFileDialog.Option.ShowDirsOnly, True)
-        dialog.fileSelected.connect(lambda folder: self.export_checkpoint_to(source, folder))
-        dialog.finished.connect(dialog.deleteLater)
-        dialog.open()
 
     def export_checkpoint_to(self, source: Path, folder: str | os.PathLike,
                              on_done=None) -> None:
