@@ -28,7 +28,8 @@ from engine.io import FormatError, detect
 from engine.io.crowd import Tracks, read_tracks
 from panels.crowd.model import CrowdModel, MoveWaypoint, SetPrompt, decode
 from panels.crowd.scene import PARAMETERS, SceneEdit, SceneError, SceneModel, simulate
-from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
+from panels.widgets.panel_state import forget_edits
+from studio.commands import Command, CommandArgs, CommandRegistry, Refusal, registry_for
 
 SCOPE = "crowd"
 GENERATE_METHOD = "c2r.generate"
@@ -80,9 +81,7 @@ class SceneSlot:
         """The scene stops changing (a step still on the history must not rewrite its file)
         and its steps leave the window's history, so Undo reaches the edits still shown."""
         self.model.close()
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        for document in sorted(self.documents) if callable(forget) else ():
-            forget(document)
+        forget_edits(self.host, *sorted(self.documents))
         self.documents = set()
 
     def push(self, propose: Callable[[], SceneEdit]) -> str:
@@ -143,9 +142,7 @@ class CrowdState:
         """Show ``tracks`` in place of the open ones. The edits of those (moved people, the
         prompt) leave the window's history, whose undo would otherwise move people of these
         tracks or fail on them; they stay autosaved, replayed when that file opens again."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if callable(forget):
-            forget(self.model.document)
+        forget_edits(self.host, self.model.document)
         if self.view is not None:
             self.view.drop_pick()
         self.model.set_prompt("")  # the prompt is an edit of the tracks' document
@@ -852,16 +849,10 @@ SCENE_COMMANDS = frozenset(command.id for command in COMMANDS if command.fn in (
 
 def register(registry: CommandRegistry) -> CommandRegistry:
     """Add the crowd commands (again, for a panel rebuilt in the same window)."""
-    for command in COMMANDS:
-        registry.add(command, replace=True)
-    return registry
+    return registry.add_all(COMMANDS)
 
 
 def own_registry(host: Any) -> CommandRegistry:
-    """The window's registry with the crowd commands in it; a host without one (tests, a
-    panel shown alone) gets a registry of its own that reports through the host."""
-    registry = getattr(host, "commands", None)
-    if registry is None:
-        registry = CommandRegistry()
-        registry.on_error = host.show_error
-    return register(registry)
+    """The window's registry with the crowd commands in it (``studio.commands.registry_for``:
+    the scene editor and the panel share it)."""
+    return registry_for(host, COMMANDS)

@@ -78,6 +78,7 @@ from panels.crowd.scene_editor import SceneEditor
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_exports
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_image
@@ -347,12 +348,7 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
     def _route_scene_exports(self) -> None:
         """A plot's right-click "Export..." is pyqtgraph's own exporter, which writes no
         provenance: it opens the panel's export (``crowd.export_figure``) as the button does."""
-        for view in self.findChildren(pg.GraphicsView):
-            for action in view.scene().contextMenu:
-                if action.text().startswith("Export"):
-                    action.triggered.disconnect()
-                    action.triggered.connect(lambda _checked=False: self.choose_export_path())
-                    mark_argument(action, "crowd.export_figure")
+        route_exports(self, "crowd.export_figure", lambda: self.choose_export_path())
 
     def _build_compare_bar(self) -> QHBoxLayout:
         row = QHBoxLayout()

@@ -25,6 +25,7 @@ from pydantic import Field
 from engine import provenance
 from engine.io import FormatError
 from panels.dialogue.model import DialogueModel, SetTurnField, decode
+from panels.widgets.panel_state import DocumentState, Submit
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "dialogue"
@@ -33,13 +34,9 @@ RERUN_METHOD = "scicl.llm_dialogue"
 TABS = ("beliefs", "run", "figures")
 READ_ERRORS = (FormatError, ValueError, KeyError, OSError)
 
-# submit(method, params, inputs): the view's ``PanelJobs`` follows the job; without a view the
-# host's ``submit_job`` is called and a refusal reported through ``host.show_error``
-Submit = Callable[[str, dict, dict], None]
-
 
 @dataclass
-class DialogueState:
+class DialogueState(DocumentState):
     """What the dialogue commands act on. ``view`` (the ``DialoguePanel``) is needed only by
     the commands that draw (figure export, tabs, forms, run figures)."""
 
@@ -50,22 +47,6 @@ class DialogueState:
     submit: Submit | None = None
     # the run figures offered in the Figures list: its line -> (run id, method, artifact)
     figures: dict[str, tuple[str, str, dict]] = field(default_factory=dict)
-
-    def leave_document(self) -> None:
-        """The file shown leaves the undo history (its autosaved edits stay)."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self.document is not None and callable(forget):
-            forget(self.document)
-        self.document = None
-
-    def send(self, method: str, params: dict, inputs: dict) -> None:
-        if self.submit is not None:
-            self.submit(method, params, inputs)
-            return
-        say = getattr(self.host, "show_error", None)
-        self.host.submit_job(method, params, inputs,
-                             on_error=(lambda message: say(f"{method} not started", message))
-                             if callable(say) else None)
 
 
 # -- arguments ---------------------------------------------------------------------------------

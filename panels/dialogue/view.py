@@ -54,10 +54,12 @@ from panels.dialogue.commands import (
     data_provenance,
 )
 from panels.dialogue.model import DialogueModel, turn_belief
+from panels.widgets.command_status import show_outcome
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_export
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
@@ -188,11 +190,8 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         """pyqtgraph's right-click "Export..." writes no provenance: on either plot it opens
         the panel's export dialog (``dialogue.export_figure``), which writes the plot shown."""
         for plot in (self.belief_plot, self.figure_plot):
-            for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
-                if action.text().startswith("Export"):
-                    action.triggered.disconnect()
-                    action.triggered.connect(lambda _checked=False: self.choose_figure_path())
-                    mark_argument(action, "dialogue.export_figure")
+            route_export(plot.findChild(pg.GraphicsView), "dialogue.export_figure",
+                         lambda: self.choose_figure_path())
 
     def _build_run_tab(self) -> QWidget:
         tab = QWidget()
@@ -238,16 +237,7 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
 
     def _on_invocation(self, invocation: Invocation) -> None:
         """A dialogue command's outcome in the status line: its refusal, or what it said."""
-        if invocation.command.scope != SCOPE:
-            return
-        if invocation.refused:
-            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
-        elif isinstance(invocation.result, str):
-            self.status.setText(invocation.result)
-        elif isinstance(invocation.result, Path):
-            self.status.setText(f"Exported {invocation.result}")
-        elif " refused: " in self.status.text():  # an old refusal must not read as this one's
-            self.status.setText(f"{invocation.command.title}: done")
+        show_outcome(self.status, invocation, SCOPE, exports=True)
 
     def open_file(self, path: str | os.PathLike) -> bool:
         """Open a transcript file (``dialogue.open``); a problem is reported, never raised."""

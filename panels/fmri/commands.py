@@ -38,6 +38,7 @@ from panels.fmri.generated import (
     write_layer,
 )
 from panels.fmri.model import OVERLAY_COLORMAPS, ViewerModel
+from panels.widgets.panel_state import forget_edits
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "fmri"
@@ -126,9 +127,7 @@ class FmriState:
     def forget(self, dropped: list[GeneratedLayer]) -> None:
         """Dropped layers' steps leave the window's history (their undo would find no layer);
         their autosaved edits stay, replayed when the run is opened again."""
-        forget = getattr(self.host, "forget_edits", None)  # no host, or one without history
-        for layer in dropped if callable(forget) else ():
-            forget(layer.document)
+        forget_edits(self.host, *(layer.document for layer in dropped))
 
     def close_layers(self) -> None:
         dropped = list(self.layers.layers)

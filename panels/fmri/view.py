@@ -66,7 +66,9 @@ from panels.fmri.model import (
     sphere_section,
 )
 from panels.fmri.slicer import Slicer
+from panels.widgets.command_status import show_outcome
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_exports
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
@@ -267,13 +269,8 @@ class FmriPanel(QWidget):
     def _on_invocation(self, invocation: Invocation) -> None:
         """An fMRI command's outcome in the information line: its refusal or what it said;
         after a refusal the check boxes show the state again (a refused toggle unticks)."""
-        if invocation.command.scope != SCOPE:
-            return
-        if invocation.refused:
-            self.info.setText(f"{invocation.command.title} refused: {invocation.refused}")
+        if show_outcome(self.info, invocation, SCOPE) and invocation.refused:
             self._sync_switches()
-        elif isinstance(invocation.result, str):
-            self.info.setText(invocation.result)
 
     def _run(self, command_id: str, **args) -> bool:
         """Run a command as a user's action: True when it ran; a refusal is reported."""
@@ -346,12 +343,7 @@ class FmriPanel(QWidget):
     def _route_scene_exports(self) -> None:
         """Each plot's right-click "Export..." is pyqtgraph's own exporter, which writes no
         provenance: it opens the panel's export (``fmri.export_figure``) as the button does."""
-        for view in self.findChildren(pg.GraphicsView):
-            for action in view.scene().contextMenu:
-                if action.text().startswith("Export"):
-                    action.triggered.disconnect()
-                    action.triggered.connect(lambda _checked=False: self._choose_export())
-                    mark_argument(action, "fmri.export_figure")
+        route_exports(self, "fmri.export_figure", lambda: self._choose_export())
 
     def _build_toolbar(self) -> QHBoxLayout:
         bar = QHBoxLayout()

@@ -65,7 +65,10 @@ from panels.lab.commands import (
 )
 from panels.lab.model import PARAMETERS_DOCUMENT, PROFILES, REPRODUCE, RUN, Job, LabModel
 from panels.widgets.artifact_views import view_for_artifact, view_for_file
+from panels.widgets.command_status import show_outcome
 from panels.widgets.drops import OpensDroppedFiles
+from panels.widgets.panel_state import forget_edits
+from panels.widgets.plot_export import route_export
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets import schema as sch
@@ -332,12 +335,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
 
     def _on_invocation(self, invocation: Invocation) -> None:
         """A lab command's outcome in the status line: its refusal, or what it said."""
-        if invocation.command.scope != SCOPE:
-            return
-        if invocation.refused:
-            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
-        elif isinstance(invocation.result, str):
-            self.status.setText(invocation.result)
+        show_outcome(self.status, invocation, SCOPE)
 
     def select_paper(self, slug: str) -> None:
         """Show the paper's first method (the welcome page opens the lab on a paper)."""
@@ -989,12 +987,8 @@ class LabPanel(OpensDroppedFiles, QWidget):
     def _route_plot_export(self, plot: PlotSpecView, metric: str | None) -> None:
         """pyqtgraph's right-click "Export..." writes no provenance and runs no command: on
         the lab's plots it asks where and runs ``lab.export_figure`` for that plot."""
-        for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
-            if action.text().startswith("Export"):
-                action.triggered.disconnect()
-                action.triggered.connect(
-                    lambda _checked=False: self.choose_export_path(metric))
-                mark_argument(action, "lab.export_figure")
+        route_export(plot.findChild(pg.GraphicsView), "lab.export_figure",
+                     lambda: self.choose_export_path(metric))
 
     def choose_export_path(self, metric: str | None = None) -> None:
         """Ask where, then ``lab.export_figure`` (of ``metric``'s live curve, when given)."""
@@ -1145,9 +1139,7 @@ class LabPanel(OpensDroppedFiles, QWidget):
         self._methods_retry.stop()
         self.commands.unbind(SCOPE, self.state)
         self._stop_listening()
-        forget = getattr(self.host, "forget_edits", None)
-        if callable(forget):
-            forget(PARAMETERS_DOCUMENT)
+        forget_edits(self.host, PARAMETERS_DOCUMENT)
         self.state.view = None
 
 

@@ -38,6 +38,7 @@ from panels.molecules.model import (
     decode,
 )
 from panels.molecules.numbering import SCHEMES
+from panels.widgets.panel_state import forget_edits
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "molecules"
@@ -93,9 +94,7 @@ class MoleculesState:
         self.current, self.selection, self._names, self._smiles = -1, [], None, None
 
     def leave_document(self) -> None:
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self.document is not None and callable(forget):
-            forget(self.document)
+        forget_edits(self.host, self.document)
 
     def restore_edits(self) -> int:
         """Replay the set's saved edits (autosave); how many."""
@@ -781,6 +780,4 @@ COMMANDS = [
 
 def register(registry: CommandRegistry) -> CommandRegistry:
     """Add the molecule commands (again, for a panel rebuilt in the same window)."""
-    for command in COMMANDS:
-        registry.add(command, replace=True)
-    return registry
+    return registry.add_all(COMMANDS)

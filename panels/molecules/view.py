@@ -91,13 +91,13 @@ from engine.io.molecules import (
     read_fasta,
 )
 from panels.molecules.commands import (
+    COMMANDS,
     RUN_METHODS,
     SCOPE,
     TABS,
     MoleculesState,
     export_parts,
     molecule_label,
-    register,
     table_columns,
     view_summary,
 )
@@ -145,8 +145,9 @@ from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_export
 from studio.command_widgets import connect, connect_button, mark_argument
-from studio.commands import CommandError, CommandRegistry, Invocation, Refusal
+from studio.commands import CommandError, Invocation, Refusal, registry_for
 from studio.widgets.figure_export import (
     DEFAULT_DPI,
     SCREEN_DPI,
@@ -441,7 +442,7 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
         self._run_dir = ""  # the Branching Flows run whose samples are shown
         self._trajectory_path = ""  # the trajectory file playing beside the set
         self._pending_camera: dict | None = None  # a session's 3-D camera, for the next scene
-        self.commands = _registry(host)
+        self.commands = registry_for(host, COMMANDS)
         self.state = MoleculesState(self.model, host, view=self)
         self.commands.bind(SCOPE, self.state)
         self._stop_listening = self.commands.listen(self._on_invocation)
@@ -651,13 +652,8 @@ class MoleculesPanel(OpensDroppedFiles, QWidget):
             command_id = "molecules.export_histogram" if histogram else "molecules.export_curve"
             title, name = ("Export the histogram", "histogram.png") if histogram else \
                 ("Export the trajectory's curve", "curve.png")
-            for action in view.scene().contextMenu:
-                if action.text().startswith("Export"):
-                    action.triggered.disconnect()
-                    action.triggered.connect(
-                        lambda _checked=False, t=title, n=name, c=command_id:
-                        self.ask_figure(t, n, c, captioned=True))
-                    mark_argument(action, command_id)
+            route_export(view, command_id, lambda t=title, n=name, c=command_id:
+                         self.ask_figure(t, n, c, captioned=True))
 
     def _build_editor(self) -> QWidget:
         editor = QWidget()
@@ -1996,13 +1992,3 @@ def _is_camera(camera: Any) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return len(numbers) == 3 and len(centre) == 3
-
-
-def _registry(host: Any) -> CommandRegistry:
-    """The window's registry with the molecule commands in it; a host without one (tests, a
-    panel shown alone) gets a registry of the panel's own that reports through the host."""
-    registry = getattr(host, "commands", None)
-    if registry is None:
-        registry = CommandRegistry()
-        registry.on_error = host.show_error
-    return register(registry)

@@ -33,6 +33,7 @@ from engine.vlsi.markers import (
     write_markers,
 )
 from panels.routing.model import EditWaive, EditWiring, RouteModel, decode
+from panels.widgets.panel_state import forget_edits
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "routing"
@@ -114,9 +115,7 @@ class RoutingState:
             return 0
 
     def leave_document(self) -> None:
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self.document is not None and callable(forget):
-            forget(self.document)
+        forget_edits(self.host, self.document)
 
     def sources(self) -> list[str]:
         """The files the view is made of: the DEF, its LEF, a compared DEF, route guides."""

@@ -69,9 +69,11 @@ from panels.routing.geometry import Checker
 from panels.routing.markers import MarkersTab
 from panels.routing.model import NetStats, RouteModel
 from panels.routing.worker import Worker
+from panels.widgets.command_status import show_outcome
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_export
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
@@ -170,11 +172,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
     def _route_scene_export(self) -> None:
         """The canvas's right-click "Export..." is pyqtgraph's own exporter, which writes no
         provenance: it asks for ``routing.export_figure`` as the button does."""
-        for action in self.canvas.scene().contextMenu:
-            if action.text().startswith("Export"):
-                action.triggered.disconnect()
-                action.triggered.connect(lambda _checked=False: self._choose_export())
-                mark_argument(action, "routing.export_figure")
+        route_export(self.canvas, "routing.export_figure", lambda: self._choose_export())
 
     def _build_left(self) -> QWidget:
         left = QWidget()
@@ -329,12 +327,7 @@ class RoutingPanel(OpensDroppedFiles, QWidget):
 
     def _on_invocation(self, invocation: Invocation) -> None:
         """A routing command's outcome in the status line: its refusal, or what it said."""
-        if invocation.command.scope != SCOPE:
-            return
-        if invocation.refused:
-            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
-        elif isinstance(invocation.result, str):
-            self.status.setText(invocation.result)
+        show_outcome(self.status, invocation, SCOPE)
 
     def open_file(self, path: str | os.PathLike) -> bool:
         """A DEF (with its folder's only LEF when none is open), a LEF or route guides

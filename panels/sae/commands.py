@@ -28,6 +28,7 @@ from engine import provenance
 from engine.atomic import write_atomic, write_json_atomic
 from engine.io import FormatError
 from panels.sae.model import COLUMNS, FeaturePage, SAEBrowserModel, SetFeatureNote, decode
+from panels.widgets.panel_state import DocumentState, Submit
 from studio.commands import Command, CommandArgs, CommandRegistry, Refusal
 
 SCOPE = "sae"
@@ -40,16 +41,13 @@ DASHBOARD_SUFFIXES = (".html", ".png", ".svg", ".pdf")
 DEFAULT_DPI = 192
 READ_ERRORS = (FormatError, ValueError, KeyError, OSError)
 
-# submit(method, params, inputs): the view's job lines follow the job; without a view the
-# host's ``submit_job`` is called and a refusal reported through ``host.show_error``
-Submit = Callable[[str, dict, dict], None]
 # background(work, done, failed): ``work()`` off the main thread (the view's); None: at once
 Background = Callable[[Callable[[], Any], Callable[[Any], None],
                        Callable[[Exception], None]], None]
 
 
 @dataclass
-class SaeState:
+class SaeState(DocumentState):
     """What the SAE commands act on. ``view`` (the ``SAEPanel``) is needed only by the
     commands that draw (a dashboard figure, tabs, summary figures)."""
 
@@ -59,22 +57,6 @@ class SaeState:
     document: str | None = None     # whose labels this panel put on the history
     submit: Submit | None = None
     background: Background | None = None
-
-    def leave_document(self) -> None:
-        """The run shown leaves the undo history (its autosaved labels stay)."""
-        forget = getattr(self.host, "forget_edits", None)  # hosts without an undo history
-        if self.document is not None and callable(forget):
-            forget(self.document)
-        self.document = None
-
-    def send(self, method: str, params: dict, inputs: dict) -> None:
-        if self.submit is not None:
-            self.submit(method, params, inputs)
-            return
-        say = getattr(self.host, "show_error", None)
-        self.host.submit_job(method, params, inputs,
-                             on_error=(lambda message: say(f"{method} not started", message))
-                             if callable(say) else None)
 
 
 # -- arguments ---------------------------------------------------------------------------------

@@ -78,10 +78,12 @@ from panels.sae.commands import (
 )
 from panels.sae.dashboard import FeatureDashboard
 from panels.sae.model import COLUMNS, FeaturePage, SAEBrowserModel
+from panels.widgets.command_status import show_outcome
 from panels.widgets.commands import command
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
+from panels.widgets.plot_export import route_export
 from panels.widgets.token_text import TokenHeatView
 from studio.background import run_in_background
 from studio.command_widgets import connect, connect_button, mark_argument
@@ -340,17 +342,11 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         for plot, command_id in ((self.density_plot, "app.export_figure"),
                                  (self.summary_plot, "app.export_figure"),
                                  (self.histogram, "sae.export_dashboard")):
-            for action in plot.findChild(pg.GraphicsView).scene().contextMenu:
-                if action.text().startswith("Export"):
-                    action.triggered.disconnect()
-                    if command_id == "sae.export_dashboard" or command_id not in self.commands:
-                        action.triggered.connect(
-                            lambda _checked=False: self.choose_export_path())
-                        mark_argument(action, "sae.export_dashboard")
-                    else:
-                        action.triggered.connect(lambda _checked=False, plot=plot:
-                                                 self._export_plot(plot))
-                        mark_argument(action, command_id)
+            view = plot.findChild(pg.GraphicsView)
+            if command_id == "sae.export_dashboard" or command_id not in self.commands:
+                route_export(view, "sae.export_dashboard", lambda: self.choose_export_path())
+            else:
+                route_export(view, command_id, lambda plot=plot: self._export_plot(plot))
 
     def _export_plot(self, plot: PlotSpecView) -> None:
         """The plot right-clicked, in front, then Ctrl+E's dialog (its provenance)."""
@@ -465,16 +461,7 @@ class SAEPanel(OpensDroppedFiles, QWidget):
     # -- commands: the wrappers tests, drops, run outputs and the window call ------------------
     def _on_invocation(self, invocation: Invocation) -> None:
         """An SAE command's outcome in the status line: its refusal, or what it said."""
-        if invocation.command.scope != SCOPE:
-            return
-        if invocation.refused:
-            self.status.setText(f"{invocation.command.title} refused: {invocation.refused}")
-        elif isinstance(invocation.result, str):
-            self.status.setText(invocation.result)
-        elif isinstance(invocation.result, Path):
-            self.status.setText(f"Exported {invocation.result}")
-        elif " refused: " in self.status.text():  # an old refusal must not read as this one's
-            self.status.setText(f"{invocation.command.title}: done")
+        show_outcome(self.status, invocation, SCOPE, exports=True)
 
     def open_path(self, path: str | os.PathLike) -> bool:
         """Open a run or SAE folder (``sae.open``); a problem is reported, never raised."""

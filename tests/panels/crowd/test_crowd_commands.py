@@ -22,6 +22,7 @@ from panels.crowd.commands import COMMANDS, SCOPE, CrowdState, register
 from panels.crowd.model import CrowdModel
 from panels.crowd.view import CrowdPanel, to_rgb
 from studio.commands import CommandRefused, CommandRegistry, Invocation
+from tests.panels.windowless import bind_windowless
 
 MISSING = "/dev/null/studio-test"  # under a device: no folder can be made there
 SCENE = {
@@ -57,11 +58,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture
 def windowless(history_host, files) -> tuple[CommandRegistry, CrowdState, list]:
     """The crowd commands over the models and the host's real history: no panel, no view."""
-    registry = register(CommandRegistry())
-    state = CrowdState(CrowdModel(), history_host)
-    registry.bind(SCOPE, state)
-    seen: list[Invocation] = []
-    registry.listen(seen.append)
+    registry, state, seen = bind_windowless(register, SCOPE, CrowdState(CrowdModel(), history_host))
     registry.run("crowd.open", path=str(files["tracks"]))
     registry.run("crowd.open", path=str(files["scene"]))
     return registry, state, seen

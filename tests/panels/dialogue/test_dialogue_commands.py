@@ -19,6 +19,7 @@ from panels.dialogue.commands import COMMANDS, SCOPE, DialogueState, register
 from panels.dialogue.model import DialogueModel
 from panels.dialogue.view import COL_LABEL, DialoguePanel
 from studio.commands import CommandRefused, CommandRegistry, Invocation
+from tests.panels.windowless import bind_windowless, list_methods
 from tests.studio.test_sessions import _difference, _picture
 
 MISSING = "/dev/null/studio-test"  # under a device: no file or folder can be made there
@@ -44,19 +45,14 @@ def chats(tmp_path: Path) -> Path:
 @pytest.fixture
 def scicl_host(history_host):
     """The history host listing the scicl methods, as the engine does."""
-    history_host.set_methods([spec.describe() for spec in scicl.SPECS])
-    history_host._params.update({spec.id: spec.params for spec in scicl.SPECS})
-    return history_host
+    return list_methods(history_host, scicl.SPECS)
 
 
 @pytest.fixture
 def windowless(scicl_host, chats) -> tuple[CommandRegistry, DialogueState, list]:
     """The dialogue commands over the model and the host's real history: no panel."""
-    registry = register(CommandRegistry())
     state = DialogueState(DialogueModel(), scicl_host)
-    registry.bind(SCOPE, state)
-    seen: list[Invocation] = []
-    registry.listen(seen.append)
+    registry, state, seen = bind_windowless(register, SCOPE, state)
     registry.run("dialogue.open", path=str(chats))
     return registry, state, seen
 

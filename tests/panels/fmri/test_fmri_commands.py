@@ -33,6 +33,7 @@ from panels.fmri.commands import COMMANDS, SCOPE, FmriState, register
 from panels.fmri.view import FmriPanel
 from studio.command_widgets import commands_of
 from studio.commands import CommandRefused, CommandRegistry, Invocation
+from tests.panels.windowless import bind_windowless
 
 FIRST, CHUNK, FRAMES, REAL_FRAMES = 4, 3, 9, 16
 AFFINE = np.array([[3.0, 0, 0, -12], [0, 3.0, 0, -15], [0, 0, 3.0, -9], [0, 0, 0, 1]])
@@ -74,11 +75,7 @@ def layer_state(state: FmriState) -> list[tuple]:
 @pytest.fixture
 def windowless(workspace_dir, history_host, files) -> tuple[CommandRegistry, FmriState, list]:
     """The fMRI commands over a state and the host's real history: no panel, no view."""
-    registry = register(CommandRegistry())
-    state = FmriState(history_host)
-    registry.bind(SCOPE, state)
-    seen: list[Invocation] = []
-    registry.listen(seen.append)
+    registry, state, seen = bind_windowless(register, SCOPE, FmriState(history_host))
     registry.run("fmri.open_image", path=str(files["real"]))
     registry.run("fmri.open_generated", path=str(files["generated"]))
     return registry, state, seen

@@ -21,6 +21,7 @@ from panels.routing.model import RouteModel
 from panels.routing.view import RoutingPanel
 from studio.commands import CommandRefused, CommandRegistry, Invocation
 from tests.panels.routing.picks import wiring
+from tests.panels.windowless import bind_windowless
 
 B_WIRE = {"net": "b", "layer": "metal2", "from_um": [1.0, 1.4], "to_um": [8.0, 1.4]}
 A_VIA = {"net": "a", "via": "v23", "at_um": [8.0, 1.0]}
@@ -30,11 +31,8 @@ MISSING = "/dev/null/studio-test"  # under a device: no folder can be made there
 @pytest.fixture
 def windowless(history_host, small_def) -> tuple[CommandRegistry, RoutingState, list]:
     """The routing commands over a model and the host's real history: no panel, no view."""
-    registry = register(CommandRegistry())
     state = RoutingState(RouteModel(), history_host)
-    registry.bind(SCOPE, state)
-    seen: list[Invocation] = []
-    registry.listen(seen.append)
+    registry, state, seen = bind_windowless(register, SCOPE, state)
     registry.run("routing.open", path=str(small_def))
     state.design_opened()
     return registry, state, seen

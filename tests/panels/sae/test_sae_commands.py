@@ -25,6 +25,7 @@ from panels.sae.model import SAEBrowserModel
 from panels.sae.view import COLUMNS, SAEPanel
 from studio.commands import CommandRefused, CommandRegistry, Invocation
 from tests.panels.sae.test_label_properties import write_tiny_run
+from tests.panels.windowless import bind_windowless, list_methods
 from tests.studio.test_sessions import _difference, _picture
 
 MISSING = "/dev/null/studio-test"  # under a device: no file or folder can be made there
@@ -46,19 +47,13 @@ def run(tmp_path: Path) -> Path:
 @pytest.fixture
 def sae_host(history_host):
     """The history host listing the sae_pc1 methods, as the engine does."""
-    history_host.set_methods([spec.describe() for spec in sae_pc1.SPECS])
-    history_host._params.update({spec.id: spec.params for spec in sae_pc1.SPECS})
-    return history_host
+    return list_methods(history_host, sae_pc1.SPECS)
 
 
 @pytest.fixture
 def windowless(sae_host, run) -> tuple[CommandRegistry, SaeState, list]:
     """The SAE commands over the model and the host's real history: no panel."""
-    registry = register(CommandRegistry())
-    state = SaeState(SAEBrowserModel(), sae_host)
-    registry.bind(SCOPE, state)
-    seen: list[Invocation] = []
-    registry.listen(seen.append)
+    registry, state, seen = bind_windowless(register, SCOPE, SaeState(SAEBrowserModel(), sae_host))
     registry.run("sae.open", path=str(run))
     return registry, state, seen
 
