@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +58,7 @@ from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_export import route_export
+from panels.widgets.quiet import SetsWidgetsQuietly
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets.figure_export import DEFAULT_DPI, ExportChoice, ask_export, export_widget
@@ -78,7 +77,7 @@ TAB_BELIEFS, TAB_RUN, TAB_FIGURES = range(3)
 SELECTED_SERIES = "selected turn"
 
 
-class DialoguePanel(OpensDroppedFiles, QWidget):
+class DialoguePanel(OpensDroppedFiles, SetsWidgetsQuietly, QWidget):
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.host = host
@@ -223,15 +222,6 @@ class DialoguePanel(OpensDroppedFiles, QWidget):
         layout.addWidget(self.figure_list, 1)
         layout.addWidget(self.figure_plot, 3)
         return tab
-
-    @contextmanager
-    def quietly(self) -> Iterator[None]:
-        """Widgets set here show the state; their signals are not the user's actions."""
-        was, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = was
 
     # -- commands: the wrappers tests, drops and the window call -------------------------
 

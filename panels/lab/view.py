@@ -22,8 +22,6 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +67,7 @@ from panels.widgets.command_status import show_outcome
 from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.panel_state import forget_edits
 from panels.widgets.plot_export import route_export
+from panels.widgets.quiet import SetsWidgetsQuietly
 from studio.command_widgets import connect, connect_button, mark_argument
 from studio.commands import Invocation, registry_for
 from studio.widgets import schema as sch
@@ -96,7 +95,7 @@ COMMIT_TYPING_MS = 600   # typing in the form or the seed box: one step once it 
 _UNSET = object()
 
 
-class LabPanel(OpensDroppedFiles, QWidget):
+class LabPanel(OpensDroppedFiles, SetsWidgetsQuietly, QWidget):
     """``LabPanel(host)``: the lab, talking to the engine only through ``host`` (PanelHost)."""
 
     def __init__(self, host: Any, parent: QWidget | None = None) -> None:
@@ -321,15 +320,6 @@ class LabPanel(OpensDroppedFiles, QWidget):
             self.model.set_methods(methods)
         elif not self._methods_retry.isActive():
             self._methods_retry.start()
-
-    @contextmanager
-    def quietly(self) -> Iterator[None]:
-        """Widgets set here show the state; their signals are not the user's actions."""
-        was, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = was
 
     # -- commands: the wrappers the window, drops and tests call -------------------------
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +83,7 @@ from panels.widgets.drops import OpensDroppedFiles
 from panels.widgets.job_output import RunOutputs
 from panels.widgets.jobs import PanelJobs
 from panels.widgets.plot_export import route_export
+from panels.widgets.quiet import SetsWidgetsQuietly
 from panels.widgets.token_text import TokenHeatView
 from studio.background import run_in_background
 from studio.command_widgets import connect, connect_button, mark_argument
@@ -221,7 +221,7 @@ class FeatureTableView(QTableView):
         return self.model().rowCount() if self.model() is not None else 0
 
 
-class SAEPanel(OpensDroppedFiles, QWidget):
+class SAEPanel(OpensDroppedFiles, SetsWidgetsQuietly, QWidget):
     """Lays the browser out and shows the model; every user action runs an ``sae.*``
     command (``panels/sae/commands.py``) through the window's registry."""
 
@@ -448,15 +448,6 @@ class SAEPanel(OpensDroppedFiles, QWidget):
         layout.addWidget(self.run_button)
         layout.addWidget(self.run_status)
         return tab
-
-    @contextmanager
-    def quietly(self) -> Iterator[None]:
-        """Widgets set here show the state; their signals are not the user's actions."""
-        was, self._quiet = self._quiet, True
-        try:
-            yield
-        finally:
-            self._quiet = was
 
     # -- commands: the wrappers tests, drops, run outputs and the window call ------------------
     def _on_invocation(self, invocation: Invocation) -> None:
