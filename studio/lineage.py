@@ -405,6 +405,7 @@ class LineageDock(QWidget):
         super().__init__()
         self.window = window
         self.graph = Lineage()
+        self._reads = 0   # refreshes asked for; only the newest one's graph is drawn
         self.recorder = LineageRecorder(window)
         self.recorder.recorded.connect(lambda _run: self.refresh())
         self.tree = QTreeWidget()
@@ -448,11 +449,22 @@ class LineageDock(QWidget):
 
     # -- filling --------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Read the workspace off the main thread, then draw."""
+        """Read the workspace off the main thread, then draw; a read overtaken by a newer
+        one (two threads of the I/O pool can finish in either order) is dropped, so an older
+        graph never replaces a newer one."""
         workspace = self.window.workspace
-        self.window.run_in_thread(build_lineage, workspace, on_done=self.show_graph,
-                                  on_error=lambda exc: self.note.setText(
-                                      f"Lineage not read: {exc}"))
+        self._reads += 1
+        read = self._reads
+
+        def done(graph: Lineage) -> None:
+            if read == self._reads:
+                self.show_graph(graph)
+
+        def failed(exc: BaseException) -> None:
+            if read == self._reads:
+                self.note.setText(f"Lineage not read: {exc}")
+
+        self.window.run_in_thread(build_lineage, workspace, on_done=done, on_error=failed)
 
     def session_seeds(self) -> set[str]:
         """What ties the lineage to the session on screen: its documents and runs."""

@@ -35,6 +35,7 @@ from studio.main_window import MainWindow
 window = MainWindow(settings=QSettings({str(tmp_path / 's.ini')!r}, QSettings.Format.IniFormat),
                     workspace={str(tmp_path / 'ws')!r}, log_dir={str(tmp_path / 'logs')!r})
 window.runs_dock._ensure_plot()
+window.command("console.show")  # the IPython console and its kernel
 window.close()
 """
     modules = imported_after(code)

@@ -270,3 +270,32 @@ def test_the_edits_come_from_the_panel_whose_document_the_run_reads(story):
                         .read_text())
     assert record["panel"] == PANEL_ID
     assert record["documents"][0]["labels"] == ["Move point 1"]
+
+
+def test_an_older_read_finishing_last_never_replaces_the_newer_graph(story, qtbot, monkeypatch):
+    """Two refreshes read on the I/O pool's two threads: the first, slower, finishes last and
+    used to draw the workspace as it was before the newer run."""
+    import threading
+
+    import studio.lineage as lineage
+
+    dock, real = story["dock"], lineage.build_lineage
+    first_may_finish = threading.Event()
+    calls: list[int] = []
+
+    def build(workspace):
+        calls.append(1)
+        if len(calls) == 1:
+            first_may_finish.wait(5)
+            return lineage.Lineage()  # the old, empty graph
+        return real(workspace)
+
+    monkeypatch.setattr(lineage, "build_lineage", build)
+    dock.refresh()
+    dock.refresh()
+    dock.whole.setChecked(True)  # whole workspace: the newer graph shows every run
+    qtbot.waitUntil(lambda: dock._find_item(f"run:{story['second']}") is not None,
+                    timeout=10_000)
+    first_may_finish.set()
+    qtbot.wait(300)
+    assert dock._find_item(f"run:{story['second']}") is not None
