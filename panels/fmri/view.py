@@ -309,6 +309,7 @@ class FmriPanel(QWidget):
         self.stack.addWidget(self.ortho)
         self.stack.addWidget(self.lightbox_widget)
         self.info = QLabel("Open a NIfTI file or a BIDS folder (File > Open, or drop it here).")
+        self.cursor_line = ""  # the cursor's description, kept apart from command outcomes
         self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.course_plot = pg.PlotWidget()
         self.course_plot.setLabel("left", "value")
@@ -1070,7 +1071,14 @@ class FmriPanel(QWidget):
             time_text += ("   generated: none here" if frame is None
                           else f"   generated frame {frame}")
         self.time_label.setText(time_text)
-        self.info.setText(f"{text}   {time_text}")
+        self.cursor_line = f"{text}   {time_text}"
+        self.info.setText(self.cursor_line)
+
+    def info_line(self) -> str:
+        """What the figure shows at the cursor (voxel, world mm, values, time): the caption of
+        an export. The information label also says what the last command did, which is no
+        caption."""
+        return self.cursor_line
 
     def _time_axis(self) -> np.ndarray:
         volume = self.model.functional or self.model.base
@@ -1196,7 +1204,7 @@ class FmriPanel(QWidget):
         if target.suffix.lower() == ".mp4":
             return self.export_movie(target)
         return export_widget(self.figure, ExportChoice(target, dpi, caption),
-                             self.figure_provenance(), caption=self.info.text())
+                             self.figure_provenance(), caption=self.info_line())
 
     def figure_provenance(self) -> dict:
         """The files (real run, anatomy, overlay, generated layers) and the view state that
@@ -1292,7 +1300,7 @@ class FmriPanel(QWidget):
     def _choose_export(self) -> None:
         """The export dialog (file, DPI, caption); a name ending .mp4 writes the movie."""
         choice = ask_export(self, "Export the figure (or .mp4: the movie)", "fmri.png",
-                            self.info.text())
+                            self.info_line())
         if choice is not None:
             self._run("fmri.export_figure", path=str(choice.path), dpi=choice.dpi,
                       caption=choice.caption)

@@ -418,3 +418,17 @@ def test_a_drag_moves_the_crosshair_and_logs_one_command_at_its_end(shown, qtbot
     qtbot.waitUntil(lambda: len(seen) == 1, timeout=5000)
     voxel = [int(v) for v in grid.to_file(np.asarray(shown.model.cursor))]
     assert seen[0].python() == f'studio.command("fmri.set_cursor", voxel={voxel})'
+
+
+def test_an_export_caption_describes_the_cursor_not_the_last_command(shown, qtbot,
+                                                                     tmp_path) -> None:
+    """The information label also reports what a command did ("Added the ROI…"); a figure's
+    caption is what it shows at the cursor."""
+    from engine import provenance
+
+    shown.commands.run("fmri.add_sphere_roi", radius_mm=4.0, centre_mm=[0.0, 0.0, 0.0])
+    qtbot.waitUntil(lambda: shown.info_line().startswith("voxel ("), timeout=10_000)
+    assert "ROI" not in shown.info_line()
+    written = shown.commands.run("fmri.export_figure", path=str(tmp_path / "f.png"),
+                                 caption=True)
+    assert "f.png" in str(written) and provenance.read(tmp_path / "f.png") is not None
