@@ -688,8 +688,11 @@ class CrowdPanel(OpensDroppedFiles, QWidget):
         """What the exports show at the current frame: the clips and, with overlays on, the
         tracks with their ids over the clip (pixel tracks) or the track map beside it."""
         overlays = self.overlays_box.isChecked()
+        world_tracks = self.model.tracks is not None and self.model.tracks.units != "px"
+        if world_tracks and not self.model.clips:
+            return self.map_image()  # tracks alone: the map, not beside an empty clip
         image = self.current_image(overlays)
-        if overlays and self.model.tracks is not None and self.model.tracks.units != "px":
+        if overlays and world_tracks:
             track_map = self.map_image()
             joined = QImage(image.width() + track_map.width(),
                             max(image.height(), track_map.height()),

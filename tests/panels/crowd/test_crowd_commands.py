@@ -378,3 +378,15 @@ def test_an_export_announces_its_file_only_with_its_provenance(shown, qtbot, tmp
         shown.export_tracks_csv(target)
         qtbot.waitUntil(target.exists, timeout=5000)
         assert provenance.read(target)["view"]["panel"] == "crowd"
+
+
+def test_tracks_alone_export_as_their_map_not_beside_an_empty_clip(history_host, make_widget,
+                                                                    files) -> None:
+    """With only a tracks file open (no clip), a frame export is the track map: it was a
+    black clip-sized half beside the map."""
+    from panels.crowd.view import MAP_SIZE_PX, CrowdPanel
+
+    panel = make_widget(CrowdPanel, history_host)
+    assert panel.open_file(files["tracks"]) is not False and not panel.model.clips
+    image = panel.export_image()
+    assert (image.width(), image.height()) == (MAP_SIZE_PX, MAP_SIZE_PX)
